@@ -1,0 +1,122 @@
+#pragma once
+// Caching allocators, one per device, with statistics and an optional cap.
+//
+// Blocks are rounded up (512 B below 1 MiB, 2 MiB granules above) and, when freed, kept in a cache keyed by size so
+// that the next allocation of a similar size reuses them without a system call. A request is served by the smallest
+// cached block that is at least as large and at most twice as large. Under a cap (`cpu_memory_limit` for the host),
+// in-use plus cached bytes never exceed the limit: a request that would pass it first releases cached blocks, and if
+// the blocks in use alone leave no room it throws OutOfMemoryError and changes nothing.
+
+#include <lockstep/device.hpp>
+#include <lockstep/errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace lockstep {
+
+struct AllocatorStats {
+    std::size_t allocated_bytes = 0;  // in blocks handed out and not yet returned (rounded sizes)
+    std::size_t cached_bytes = 0;     // in blocks returned and kept for reuse
+    std::size_t peak_bytes = 0;       // highest allocated_bytes seen since construction or reset_peak()
+    std::uint64_t num_allocations = 0;  // requests served
+    std::uint64_t num_frees = 0;
+    std::uint64_t cache_hits = 0;       // requests served from the cache
+    std::uint64_t system_allocations = 0;  // requests that went to the system (malloc, cudaMalloc, cudaHostAlloc)
+    std::optional<std::size_t> limit_bytes;  // cap on allocated + cached, if any
+
+    [[nodiscard]] std::size_t reserved_bytes() const { return allocated_bytes + cached_bytes; }
+};
+
+// Formats a byte count for people: "512 B", "1.50 KiB", "2.00 GiB".
+[[nodiscard]] std::string format_bytes(std::size_t bytes);
+// Parses "512MiB", "2GiB", "1.5GB", "64k", "1048576" (binary units for K/M/G/T with or without "iB", decimal for
+// KB/MB/GB/TB, any case). Throws InvalidArgumentError for anything else.
+[[nodiscard]] std::size_t parse_bytes(std::string_view text);
+
+// An allocator ran out of memory. Carries the device, the request and the allocator's statistics at the time.
+class OutOfMemoryError : public Error {
+public:
+    OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats, std::string detail = {});
+    [[nodiscard]] Device device() const noexcept { return device_; }
+    [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }
+    [[nodiscard]] const AllocatorStats& stats() const noexcept { return stats_; }
+
+private:
+    Device device_;
+    std::size_t requested_;
+    AllocatorStats stats_;
+};
+
+class Allocator {
+public:
+    explicit Allocator(Device device) : device_(device) {}
+    virtual ~Allocator();
+    Allocator(const Allocator&) = delete;
+    Allocator& operator=(const Allocator&) = delete;
+
+    // Returns a block of at least `bytes` bytes (64-byte aligned on the host, 256 on CUDA); throws OutOfMemoryError.
+    // A zero-byte request returns a valid, unique, non-null pointer.
+    [[nodiscard]] void* allocate(std::size_t bytes);
+    // Returns a block obtained from allocate() with the same size.
+    void deallocate(void* ptr, std::size_t bytes) noexcept;
+
+    [[nodiscard]] AllocatorStats stats() const;
+    // Gives every cached block back to the system.
+    void empty_cache();
+    void reset_peak();
+    // Sets or clears the cap. Lowering it below what is reserved releases cached blocks; blocks in use stay.
+    void set_limit(std::optional<std::size_t> limit_bytes);
+
+    [[nodiscard]] Device device() const noexcept { return device_; }
+    // Size actually reserved for a request of `bytes`.
+    [[nodiscard]] static std::size_t round_size(std::size_t bytes) noexcept;
+
+protected:
+    // The system calls behind the cache. system_allocate returns nullptr when the system is out of memory.
+    virtual void* system_allocate(std::size_t bytes) = 0;
+    virtual void system_free(void* ptr, std::size_t bytes) noexcept = 0;
+    // Called by derived destructors: returns every cached block to the system.
+    void release_all_cached() noexcept;
+
+private:
+    void release_cached_locked(std::size_t want_bytes) noexcept;
+
+    Device device_;
+    mutable std::mutex mutex_;
+    std::multimap<std::size_t, void*> cache_;  // rounded size -> free block
+    AllocatorStats stats_;
+};
+
+// The allocator of a device: the host allocator for cpu, the caching cudaMalloc allocator of device N for cuda:N
+// (DeviceError in a build without CUDA or for a device that does not exist). Allocators live until process exit.
+[[nodiscard]] Allocator& allocator_for(Device device);
+// Page-locked host memory for staging copies to and from CUDA devices (plain aligned host memory without CUDA).
+[[nodiscard]] Allocator& pinned_allocator();
+// Releases the cached blocks of every allocator created so far.
+void empty_all_caches();
+
+// A reference-counted allocation: the block goes back to its allocator when the last Storage handle drops.
+class Storage {
+public:
+    Storage(Allocator& allocator, std::size_t bytes);
+    ~Storage();
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+
+    [[nodiscard]] void* data() const noexcept { return data_; }
+    [[nodiscard]] std::size_t nbytes() const noexcept { return bytes_; }
+    [[nodiscard]] Device device() const noexcept { return allocator_->device(); }
+
+private:
+    Allocator* allocator_;
+    std::size_t bytes_;
+    void* data_;
+};
+
+}  // namespace lockstep

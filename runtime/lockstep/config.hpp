@@ -1,0 +1,88 @@
+#pragma once
+// Config: every setting of lockstep, resolved once with this precedence (highest first):
+//   explicit API argument > launcher flag (forwarded as a LOCKSTEP_* variable and listed in LOCKSTEP_LAUNCHER_FLAGS)
+//   > LOCKSTEP_* environment variable > config.yaml > default.
+// The YAML file is LOCKSTEP_CONFIG_FILE if set, else $XDG_CONFIG_HOME/lockstep/config.yaml, else
+// ~/.config/lockstep/config.yaml (absent is fine; unreadable or malformed is a ConfigError with file:line:column).
+// Every bad value is a ConfigError naming its source and the value. Unknown file keys become warnings.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep {
+
+enum class LogLevel { Debug, Info, Warning, Error, Critical };
+[[nodiscard]] std::string_view log_level_name(LogLevel level) noexcept;  // "DEBUG", ...
+// Parses DEBUG/INFO/WARNING/ERROR/CRITICAL in any case; nullopt otherwise.
+[[nodiscard]] std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
+// Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
+[[nodiscard]] std::optional<bool> parse_bool(std::string_view text) noexcept;
+
+// Values given in code; they win over everything else.
+struct ConfigOverrides {
+    std::optional<bool> debug;
+    std::optional<LogLevel> log_level;
+    std::optional<double> timeout;  // seconds
+    std::optional<std::size_t> cpu_memory_limit;  // bytes
+    std::optional<std::uint64_t> seed;
+    std::optional<std::string> config_file;
+};
+
+// The environment the resolution reads; the process environment by default, a map in tests.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
+[[nodiscard]] EnvironmentLookup process_environment();
+[[nodiscard]] EnvironmentLookup map_environment(std::map<std::string, std::string> vars);
+
+struct Config {
+    bool debug = false;
+    LogLevel log_level = LogLevel::Warning;
+    double timeout = 600.0;                       // seconds a collective may take before it is reported as a hang
+    std::optional<std::size_t> cpu_memory_limit;  // cap of the host allocator in bytes
+    std::uint64_t seed = 0;                       // seed of the default generator
+
+    // Keys of an Accelerate-style config file that lockstep understands (launcher settings).
+    std::optional<int> num_processes;
+    std::optional<int> num_machines;
+    std::optional<std::string> mixed_precision;  // no, fp16, bf16, fp8
+    std::optional<std::string> compute_environment;
+    std::optional<std::string> distributed_type;
+
+    // Provenance: for each setting above that was set, where its value came from ("default",
+    // "environment LOCKSTEP_TIMEOUT", "launcher flag --timeout (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
+    // "API argument").
+    std::map<std::string, std::string> sources;
+    std::optional<std::string> config_file;  // the file that was read, if any
+    std::vector<std::string> warnings;       // unknown keys and other things worth telling the user
+
+    // Resolves from overrides, the environment and the config file. Throws ConfigError.
+    [[nodiscard]] static Config resolve(const ConfigOverrides& overrides = {},
+                                        const EnvironmentLookup& env = process_environment());
+    // Parses one YAML file's settings into `into` (marking sources), without environment or overrides.
+    static void load_file(const std::string& path, Config& into);
+
+    // The settings as "key: value" lines with their sources, for `lockstep config --check` and `lockstep env`.
+    [[nodiscard]] std::string describe() const;
+};
+
+// Names of the environment variables, one per setting.
+namespace env_names {
+inline constexpr const char* debug = "LOCKSTEP_DEBUG_MODE";
+inline constexpr const char* log_level = "LOCKSTEP_LOG_LEVEL";
+inline constexpr const char* timeout = "LOCKSTEP_TIMEOUT";
+inline constexpr const char* cpu_memory_limit = "LOCKSTEP_CPU_MEMORY_LIMIT";
+inline constexpr const char* seed = "LOCKSTEP_SEED";
+inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
+inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
+}  // namespace env_names
+
+// The process-wide resolved Config: the Runtime's once it is initialised; before that, resolved from the environment
+// on first use and cached.
+[[nodiscard]] const Config& config();
+
+}  // namespace lockstep

@@ -1,0 +1,98 @@
+#pragma once
+// The error hierarchy of lockstep. Every failure a caller can act on has its own type rooted at lockstep::Error, so
+// that code recognises a condition (out of memory, a timeout, a mismatched collective) by type, never by message text.
+
+#include <cstddef>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// A setting that cannot be used. `source` names where it came from: an environment variable, "file:line:column",
+// a launcher flag or an API argument.
+class ConfigError : public Error {
+public:
+    ConfigError(std::string source, std::string message);
+    [[nodiscard]] const std::string& source() const noexcept { return source_; }
+
+private:
+    std::string source_;
+};
+
+// Wrong shape for an operation; the message holds both shapes.
+class ShapeError : public Error {
+public:
+    using Error::Error;
+};
+
+// Wrong or unsupported element type; the message holds both dtypes.
+class DTypeError : public Error {
+public:
+    using Error::Error;
+};
+
+// A device that cannot be used: a malformed device string, or a CUDA tensor in a build without CUDA.
+class DeviceError : public Error {
+public:
+    using Error::Error;
+};
+
+// An argument outside its domain (a negative size, an index out of range, an integer division by zero).
+class InvalidArgumentError : public Error {
+public:
+    using Error::Error;
+};
+
+// Raised by a collective whose arguments differ between ranks; every rank raises the same one.
+class DistributedOperationException : public Error {
+public:
+    using Error::Error;
+};
+
+// A collective or a launch that outlived its time limit.
+class TimeoutError : public Error {
+public:
+    using Error::Error;
+};
+
+// An MPI call that returned an error code.
+class MpiError : public Error {
+public:
+    MpiError(std::string call, int code, std::source_location where);
+    [[nodiscard]] const std::string& call() const noexcept { return call_; }
+    [[nodiscard]] int code() const noexcept { return code_; }
+
+private:
+    std::string call_;
+    int code_;
+};
+
+// A CUDA runtime or cuBLAS call that returned an error code.
+class CudaError : public Error {
+public:
+    CudaError(std::string call, int code, std::string code_text, std::source_location where);
+    [[nodiscard]] const std::string& call() const noexcept { return call_; }
+    [[nodiscard]] int code() const noexcept { return code_; }
+
+private:
+    std::string call_;
+    int code_;
+};
+
+namespace detail {
+// Throws MpiError unless rc is MPI_SUCCESS. Use LOCKSTEP_MPI_CHECK, which names the call.
+void check_mpi(int rc, std::string_view call, std::source_location where = std::source_location::current());
+}  // namespace detail
+
+}  // namespace lockstep
+
+// Checks the return code of an MPI call; on failure throws lockstep::MpiError naming the call, the error text and the
+// source position.
+#define LOCKSTEP_MPI_CHECK(call) ::lockstep::detail::check_mpi((call), #call)

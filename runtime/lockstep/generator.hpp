@@ -1,0 +1,30 @@
+#pragma once
+// A seeded random generator for tensor factories. SplitMix64 seeding into xoshiro256**, and our own uniform and
+// Box-Muller normal transforms, so that the same seed gives bitwise-identical tensors on every platform and standard
+// library. CUDA tensors are drawn on the host and copied, so they match CPU tensors bit for bit.
+
+#include <cstdint>
+
+namespace lockstep {
+
+class Generator {
+public:
+    explicit Generator(std::uint64_t seed = 0) { manual_seed(seed); }
+    void manual_seed(std::uint64_t seed);
+    [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+
+    std::uint64_t next_u64();
+    double next_uniform();  // [0, 1) with 53 random bits
+    double next_normal();   // standard normal
+
+private:
+    std::uint64_t seed_ = 0;
+    std::uint64_t state_[4] = {};
+    bool has_spare_normal_ = false;
+    double spare_normal_ = 0.0;
+};
+
+// The generator that factories use when none is passed. Seeded from Config `seed` when first used.
+[[nodiscard]] Generator& default_generator();
+
+}  // namespace lockstep

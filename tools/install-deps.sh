@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package lockstep needs to build, test and benchmark.
+# Idempotent: when everything is present it only checks and returns quickly.
+set -euo pipefail
+
+packages=(
+  build-essential g++ pkg-config meson ninja-build git
+  openmpi-bin libopenmpi-dev
+  libboost-log-dev libboost-test-dev
+  libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run this script as root (it uses apt-get)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
