@@ -3,7 +3,7 @@
 //
 // Blocks are rounded up (512 B below 1 MiB, 2 MiB granules above) and, when freed, kept in a cache keyed by size so
 // that the next allocation of a similar size reuses them without a system call. A request is served by the smallest
-// cached block that is at least as large and at most twice as large. Under a cap (`cpu_memory_limit` for the host),
+// cached block that is at least as large and at most twice as large; statistics count whole blocks. Under a cap (`cpu_memory_limit` for the host),
 // in-use plus cached bytes never exceed the limit: a request that would pass it first releases cached blocks, and if
 // the blocks in use alone leave no room it throws OutOfMemoryError and changes nothing.
 
@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace lockstep {
 
@@ -63,8 +64,8 @@ public:
     // Returns a block of at least `bytes` bytes (64-byte aligned on the host, 256 on CUDA); throws OutOfMemoryError.
     // A zero-byte request returns a valid, unique, non-null pointer.
     [[nodiscard]] void* allocate(std::size_t bytes);
-    // Returns a block obtained from allocate() with the same size.
-    void deallocate(void* ptr, std::size_t bytes) noexcept;
+    // Returns a block obtained from allocate() to the cache. Pointers this allocator did not hand out are ignored.
+    void deallocate(void* ptr) noexcept;
 
     [[nodiscard]] AllocatorStats stats() const;
     // Gives every cached block back to the system.
@@ -89,7 +90,8 @@ private:
 
     Device device_;
     mutable std::mutex mutex_;
-    std::multimap<std::size_t, void*> cache_;  // rounded size -> free block
+    std::multimap<std::size_t, void*> cache_;      // block size -> free block
+    std::unordered_map<void*, std::size_t> live_;  // block handed out -> its size
     AllocatorStats stats_;
 };
 

@@ -54,7 +54,7 @@ struct Config {
     std::optional<std::string> distributed_type;
 
     // Provenance: for each setting above that was set, where its value came from ("default",
-    // "environment LOCKSTEP_TIMEOUT", "launcher flag --timeout (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
+    // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
     // "API argument").
     std::map<std::string, std::string> sources;
     std::optional<std::string> config_file;  // the file that was read, if any
@@ -84,5 +84,11 @@ inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // com
 // The process-wide resolved Config: the Runtime's once it is initialised; before that, resolved from the environment
 // on first use and cached.
 [[nodiscard]] const Config& config();
+
+namespace detail {
+// Makes `config` the one that config() returns from now on; the Runtime calls it once it has resolved its own.
+// References returned by earlier calls of config() stay valid.
+void install_config(Config config);
+}  // namespace detail
 
 }  // namespace lockstep

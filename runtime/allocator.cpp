@@ -1,0 +1,233 @@
+#include <lockstep/allocator.hpp>
+#include <lockstep/config.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+std::string format_bytes(std::size_t bytes) {
+    static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    double value = static_cast<double>(bytes);
+    int unit = -1;
+    while (value >= 1024.0 && unit < 4) {
+        value /= 1024.0;
+        ++unit;
+    }
+    return fmt::format("{:.2f} {}", value, units[unit]);
+}
+
+std::size_t parse_bytes(std::string_view text) {
+    auto fail = [&](std::string_view why) -> std::size_t {
+        throw InvalidArgumentError(fmt::format(
+            "invalid memory size '{}': {}; write a number of bytes with an optional unit, e.g. 512MiB, 2GiB, 1.5GB",
+            text, why));
+    };
+    std::size_t pos = 0;
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+    std::size_t number_start = pos;
+    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+    std::string number(text.substr(number_start, pos - number_start));
+    if (number.empty() || std::count(number.begin(), number.end(), '.') > 1) return fail("no number");
+    std::string unit;
+    for (char c : text.substr(pos)) {
+        if (!std::isspace(static_cast<unsigned char>(c))) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    struct UnitScale {
+        std::string_view name;
+        double scale;
+    };
+    static constexpr UnitScale scales[] = {
+        {"", 1.0},       {"b", 1.0},
+        {"k", 0x1p10},   {"kib", 0x1p10}, {"ki", 0x1p10}, {"kb", 1e3},
+        {"m", 0x1p20},   {"mib", 0x1p20}, {"mi", 0x1p20}, {"mb", 1e6},
+        {"g", 0x1p30},   {"gib", 0x1p30}, {"gi", 0x1p30}, {"gb", 1e9},
+        {"t", 0x1p40},   {"tib", 0x1p40}, {"ti", 0x1p40}, {"tb", 1e12},
+    };
+    const UnitScale* found = nullptr;
+    for (const auto& s : scales) {
+        if (s.name == unit) found = &s;
+    }
+    if (found == nullptr) return fail(fmt::format("unknown unit '{}'", unit));
+    double value = std::strtod(number.c_str(), nullptr) * found->scale;
+    if (!std::isfinite(value) || value >= 0x1p63) return fail("too large");
+    return static_cast<std::size_t>(std::llround(value));
+}
+
+OutOfMemoryError::OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats,
+                                   std::string detail)
+    : Error([&] {
+          std::string msg = fmt::format("{} out of memory: tried to allocate {}; ", device.str(),
+                                        format_bytes(requested_bytes));
+          if (stats.limit_bytes) msg += fmt::format("limit {}, ", format_bytes(*stats.limit_bytes));
+          msg += fmt::format("{} in use, {} cached", format_bytes(stats.allocated_bytes),
+                             format_bytes(stats.cached_bytes));
+          if (!detail.empty()) msg += "; " + detail;
+          msg += device.is_cpu()
+                     ? ". Reduce the batch or model size, free tensors you no longer need, or raise "
+                       "cpu_memory_limit (LOCKSTEP_CPU_MEMORY_LIMIT)."
+                     : ". Reduce the batch or model size, free tensors you no longer need, or call "
+                       "empty_all_caches() if another library needs the memory.";
+          return msg;
+      }()),
+      device_(device),
+      requested_(requested_bytes),
+      stats_(stats) {}
+
+// ------------------------------------------------------------------------------------------ the caching allocator
+
+Allocator::~Allocator() = default;
+
+std::size_t Allocator::round_size(std::size_t bytes) noexcept {
+    constexpr std::size_t small_granule = 512;
+    constexpr std::size_t large_threshold = std::size_t{1} << 20;
+    constexpr std::size_t large_granule = std::size_t{2} << 20;
+    if (bytes == 0) return small_granule;
+    const std::size_t granule = bytes < large_threshold ? small_granule : large_granule;
+    return (bytes + granule - 1) / granule * granule;
+}
+
+void* Allocator::allocate(std::size_t bytes) {
+    const std::size_t size = round_size(bytes);
+    std::unique_lock lock(mutex_);
+    auto hand_out = [&](void* ptr, std::size_t block) {
+        live_.emplace(ptr, block);
+        stats_.allocated_bytes += block;
+        stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes);
+        ++stats_.num_allocations;
+        return ptr;
+    };
+    // Best fit among cached blocks no more than twice the size, so that a small tensor never pins a huge block.
+    if (auto it = cache_.lower_bound(size); it != cache_.end() && it->first <= 2 * size) {
+        const auto [block, ptr] = *it;
+        live_.reserve(live_.size() + 1);  // may throw: do it before the cache changes
+        cache_.erase(it);
+        stats_.cached_bytes -= block;
+        ++stats_.cache_hits;
+        return hand_out(ptr, block);
+    }
+    if (stats_.limit_bytes) {
+        const std::size_t limit = *stats_.limit_bytes;
+        if (stats_.allocated_bytes + size > limit) {
+            throw OutOfMemoryError(device_, bytes, stats_);
+        }
+        if (stats_.reserved_bytes() + size > limit) {
+            release_cached_locked(stats_.reserved_bytes() + size - limit);
+        }
+    }
+    live_.reserve(live_.size() + 1);
+    void* ptr = system_allocate(size);
+    if (ptr == nullptr && !cache_.empty()) {
+        release_cached_locked(stats_.cached_bytes);
+        ptr = system_allocate(size);
+    }
+    if (ptr == nullptr) {
+        throw OutOfMemoryError(device_, bytes, stats_, "the system refused the allocation");
+    }
+    ++stats_.system_allocations;
+    return hand_out(ptr, size);
+}
+
+void Allocator::deallocate(void* ptr) noexcept {
+    if (ptr == nullptr) return;
+    std::unique_lock lock(mutex_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;  // not ours: never free what this allocator did not hand out
+    const std::size_t block = it->second;
+    live_.erase(it);
+    stats_.allocated_bytes -= block;
+    ++stats_.num_frees;
+    try {
+        cache_.emplace(block, ptr);
+        stats_.cached_bytes += block;
+    } catch (...) {  // the cache's own node could not be allocated: give the block back instead
+        system_free(ptr, block);
+    }
+}
+
+void Allocator::release_cached_locked(std::size_t want_bytes) noexcept {
+    // Largest blocks first: fewest system calls to free the room asked for.
+    std::size_t released = 0;
+    while (!cache_.empty() && released < want_bytes) {
+        auto it = std::prev(cache_.end());
+        system_free(it->second, it->first);
+        released += it->first;
+        stats_.cached_bytes -= it->first;
+        cache_.erase(it);
+    }
+}
+
+void Allocator::release_all_cached() noexcept {
+    std::unique_lock lock(mutex_);
+    release_cached_locked(stats_.cached_bytes);
+}
+
+void Allocator::empty_cache() { release_all_cached(); }
+
+AllocatorStats Allocator::stats() const {
+    std::unique_lock lock(mutex_);
+    return stats_;
+}
+
+void Allocator::reset_peak() {
+    std::unique_lock lock(mutex_);
+    stats_.peak_bytes = stats_.allocated_bytes;
+}
+
+void Allocator::set_limit(std::optional<std::size_t> limit_bytes) {
+    std::unique_lock lock(mutex_);
+    stats_.limit_bytes = limit_bytes;
+    if (limit_bytes && stats_.reserved_bytes() > *limit_bytes) {
+        release_cached_locked(stats_.reserved_bytes() - *limit_bytes);
+    }
+}
+
+// ------------------------------------------------------------------------------------------ host memory
+
+namespace {
+
+class HostAllocator final : public Allocator {
+public:
+    HostAllocator() : Allocator(Device::cpu()) {}
+    ~HostAllocator() override { release_all_cached(); }
+
+protected:
+    void* system_allocate(std::size_t bytes) override {
+        // 64-byte alignment: a cache line, and enough for AVX-512 loads. Sizes are multiples of 512 already.
+        return std::aligned_alloc(64, bytes);
+    }
+    void system_free(void* ptr, std::size_t) noexcept override { std::free(ptr); }
+};
+
+}  // namespace
+
+namespace detail {
+Allocator& cuda_allocator(int index);  // cuda_memory.cpp
+Allocator& pinned_host_allocator();    // cuda_memory.cpp
+}  // namespace detail
+
+Allocator& allocator_for(Device device) {
+    if (device.is_cuda()) return detail::cuda_allocator(device.index());
+    // Function-local static: constructed on first use, after which the cap follows the resolved Config.
+    static HostAllocator host;
+    static std::once_flag limit_applied;
+    std::call_once(limit_applied, [] { host.set_limit(config().cpu_memory_limit); });
+    return host;
+}
+
+Allocator& pinned_allocator() { return detail::pinned_host_allocator(); }
+
+Storage::Storage(Allocator& allocator, std::size_t bytes)
+    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes)) {}
+
+Storage::~Storage() { allocator_->deallocate(data_); }
+
+}  // namespace lockstep

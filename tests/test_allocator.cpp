@@ -1,0 +1,217 @@
+#define BOOST_TEST_MODULE allocator
+#include <boost/test/unit_test.hpp>
+
+#include <lockstep.hpp>
+
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+using namespace lockstep;
+
+namespace {
+constexpr std::size_t MiB = std::size_t{1} << 20;
+Allocator& host() { return allocator_for(Device::cpu()); }
+
+// Restores the host allocator's cap when a test ends.
+struct LimitGuard {
+    std::optional<std::size_t> saved = host().stats().limit_bytes;
+    ~LimitGuard() { host().set_limit(saved); }
+};
+}  // namespace
+
+// meson runs this executable with LOCKSTEP_CPU_MEMORY_LIMIT=64MiB: the cap comes from the resolved Config.
+BOOST_AUTO_TEST_CASE(cap_comes_from_the_environment) {
+    BOOST_TEST(host().stats().limit_bytes.has_value());
+    BOOST_TEST(*host().stats().limit_bytes == 64 * MiB);
+    BOOST_TEST(*config().cpu_memory_limit == 64 * MiB);
+}
+
+BOOST_AUTO_TEST_CASE(rounding_is_512_bytes_below_1MiB_and_2MiB_above) {
+    BOOST_TEST(Allocator::round_size(0) == 512u);
+    BOOST_TEST(Allocator::round_size(1) == 512u);
+    BOOST_TEST(Allocator::round_size(513) == 1024u);
+    BOOST_TEST(Allocator::round_size(MiB - 1) == MiB);
+    BOOST_TEST(Allocator::round_size(MiB) == 2 * MiB);
+    BOOST_TEST(Allocator::round_size(5 * MiB) == 6 * MiB);
+}
+
+BOOST_AUTO_TEST_CASE(freed_blocks_are_cached_and_reused) {
+    host().empty_cache();
+    const auto before = host().stats();
+    void* first = nullptr;
+    {
+        Tensor t = Tensor::empty({1000});  // 4000 B -> one 4096 B block
+        first = t.data();
+        const auto during = host().stats();
+        BOOST_TEST(during.allocated_bytes == before.allocated_bytes + 4096);
+        BOOST_TEST(during.num_allocations == before.num_allocations + 1);
+        BOOST_TEST(during.peak_bytes >= during.allocated_bytes);
+    }
+    const auto after_free = host().stats();
+    BOOST_TEST(after_free.allocated_bytes == before.allocated_bytes);
+    BOOST_TEST(after_free.cached_bytes == before.cached_bytes + 4096);
+    BOOST_TEST(after_free.num_frees == before.num_frees + 1);
+    {
+        Tensor again = Tensor::empty({1020});  // rounds to the same block size
+        BOOST_TEST(again.data() == first);
+        BOOST_TEST(host().stats().cache_hits == after_free.cache_hits + 1);
+        BOOST_TEST(host().stats().system_allocations == after_free.system_allocations);
+    }
+    host().empty_cache();
+    BOOST_TEST(host().stats().cached_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_request_never_takes_a_block_more_than_twice_its_size) {
+    host().empty_cache();
+    void* big_ptr = nullptr;
+    {
+        Tensor big = Tensor::empty({4096}, DType::UInt8);
+        big_ptr = big.data();
+    }
+    Tensor small = Tensor::empty({512}, DType::UInt8);
+    BOOST_TEST(small.data() != big_ptr);
+    Tensor medium = Tensor::empty({3000}, DType::UInt8);  // 3072 B block wanted; 4096 B cached is within 2x
+    BOOST_TEST(medium.data() == big_ptr);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_under_the_cap_carries_device_request_and_stats) {
+    LimitGuard guard;
+    host().empty_cache();
+    host().set_limit(16 * MiB);
+    Tensor held = Tensor::empty({static_cast<std::int64_t>(6 * MiB)}, DType::UInt8);  // 6 MiB block
+    {
+        Tensor cached = Tensor::empty({static_cast<std::int64_t>(4 * MiB)}, DType::UInt8);
+    }
+    const auto before = host().stats();
+    BOOST_TEST(before.cached_bytes == 4 * MiB);
+    try {
+        (void)Tensor::empty({static_cast<std::int64_t>(11 * MiB)}, DType::UInt8);  // 12 MiB block: 6 + 12 > 16
+        BOOST_FAIL("no OutOfMemoryError");
+    } catch (const OutOfMemoryError& e) {
+        BOOST_TEST((e.device() == Device::cpu()));
+        BOOST_TEST(e.requested_bytes() == 11 * MiB);
+        BOOST_TEST(e.stats().allocated_bytes == 6 * MiB);
+        BOOST_TEST(e.stats().cached_bytes == 4 * MiB);
+        BOOST_TEST(std::string(e.what()).starts_with(
+            "cpu out of memory: tried to allocate 11.00 MiB; limit 16.00 MiB, 6.00 MiB in use, 4.00 MiB cached"));
+    }
+    // A failed request loses nothing: the same blocks are in use and cached.
+    const auto after = host().stats();
+    BOOST_TEST(after.allocated_bytes == before.allocated_bytes);
+    BOOST_TEST(after.cached_bytes == before.cached_bytes);
+    BOOST_TEST(held.numel() == static_cast<std::int64_t>(6 * MiB));
+}
+
+BOOST_AUTO_TEST_CASE(cache_is_released_to_make_room_under_the_cap) {
+    LimitGuard guard;
+    host().empty_cache();
+    host().set_limit(16 * MiB);
+    {
+        Tensor a = Tensor::empty({static_cast<std::int64_t>(7 * MiB)}, DType::UInt8);  // 8 MiB block, then cached
+    }
+    BOOST_TEST(host().stats().cached_bytes == 8 * MiB);
+    // 10 MiB: not served by the 8 MiB block; 8 cached + 10 > 16, so the cache is released first.
+    Tensor b = Tensor::empty({static_cast<std::int64_t>(9 * MiB + 1)}, DType::UInt8);
+    const auto s = host().stats();
+    BOOST_TEST(s.allocated_bytes == 10 * MiB);
+    BOOST_TEST(s.cached_bytes == 0u);
+    BOOST_TEST(s.reserved_bytes() <= 16 * MiB);
+}
+
+BOOST_AUTO_TEST_CASE(memory_returns_to_baseline_after_oom) {
+    LimitGuard guard;
+    host().empty_cache();
+    const auto baseline = host().stats();
+    host().set_limit(baseline.allocated_bytes + 8 * MiB);
+    std::vector<Tensor> tensors;
+    bool hit_oom = false;
+    try {
+        for (int i = 0; i < 100; ++i) tensors.push_back(Tensor::zeros({static_cast<std::int64_t>(MiB / 4)}));
+    } catch (const OutOfMemoryError&) {
+        hit_oom = true;
+    }
+    BOOST_TEST(hit_oom);
+    BOOST_TEST(tensors.size() == 4u);  // four 2 MiB blocks fill the 8 MiB above the baseline
+    tensors.clear();
+    host().empty_cache();
+    const auto end = host().stats();
+    BOOST_TEST(end.allocated_bytes == baseline.allocated_bytes);
+    BOOST_TEST(end.cached_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(system_refusal_becomes_out_of_memory_error) {
+    LimitGuard guard;
+    host().set_limit(std::nullopt);
+    // 2^60 bytes: no machine has it, aligned_alloc returns null, and the caller sees the typed error.
+    try {
+        (void)Tensor::empty({std::int64_t{1} << 60}, DType::UInt8);
+        BOOST_FAIL("no OutOfMemoryError");
+    } catch (const OutOfMemoryError& e) {
+        BOOST_TEST(std::string(e.what()).find("system refused") != std::string::npos);
+        BOOST_TEST(e.requested_bytes() == (std::size_t{1} << 60));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(peak_tracks_the_high_water_mark_and_resets) {
+    host().empty_cache();
+    host().reset_peak();
+    const auto base = host().stats().allocated_bytes;
+    {
+        Tensor a = Tensor::empty({static_cast<std::int64_t>(3 * MiB)}, DType::UInt8);
+    }
+    BOOST_TEST(host().stats().peak_bytes == base + 4 * MiB);
+    host().reset_peak();
+    BOOST_TEST(host().stats().peak_bytes == base);
+}
+
+BOOST_AUTO_TEST_CASE(lowering_the_cap_releases_cache_but_never_blocks_in_use) {
+    LimitGuard guard;
+    host().empty_cache();
+    Tensor used = Tensor::empty({static_cast<std::int64_t>(MiB)}, DType::UInt8);  // 2 MiB block
+    { Tensor cached = Tensor::empty({static_cast<std::int64_t>(MiB)}, DType::UInt8); }
+    BOOST_TEST(host().stats().cached_bytes == 2 * MiB);
+    host().set_limit(MiB);
+    BOOST_TEST(host().stats().cached_bytes == 0u);
+    BOOST_TEST(host().stats().allocated_bytes >= 2 * MiB);
+    std::memset(used.data(), 1, used.nbytes());  // still valid memory
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_allocations_keep_consistent_statistics) {
+    host().empty_cache();
+    const auto before = host().stats();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([] {
+            for (int i = 0; i < 2000; ++i) {
+                Tensor x = Tensor::empty({(i % 7 + 1) * 100});
+                static_cast<float*>(x.data())[0] = 1.0f;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    const auto after = host().stats();
+    BOOST_TEST(after.allocated_bytes == before.allocated_bytes);
+    BOOST_TEST(after.num_allocations - before.num_allocations == 8000u);
+    BOOST_TEST(after.num_frees - before.num_frees == 8000u);
+}
+
+BOOST_AUTO_TEST_CASE(pinned_staging_memory_is_usable_host_memory) {
+    Allocator& pinned = pinned_allocator();
+    void* p = pinned.allocate(10000);
+    BOOST_TEST(p != nullptr);
+    std::memset(p, 7, 10000);
+    BOOST_TEST(pinned.stats().allocated_bytes >= 10000u);
+    pinned.deallocate(p);
+    BOOST_TEST(pinned.stats().allocated_bytes == 0u);
+    pinned.empty_cache();
+    BOOST_TEST(pinned.stats().cached_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(empty_all_caches_releases_every_allocator) {
+    { Tensor t = Tensor::empty({1000}); }
+    BOOST_TEST(host().stats().cached_bytes > 0u);
+    empty_all_caches();
+    BOOST_TEST(host().stats().cached_bytes == 0u);
+}
