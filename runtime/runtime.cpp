@@ -10,6 +10,7 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace lockstep {
 
@@ -57,6 +58,12 @@ std::optional<int> read_int(const EnvironmentLookup& env, const char* name, int 
 }
 
 std::mutex runtime_mutex;
+
+std::vector<std::function<void()>>& finalize_hooks() {
+    static std::vector<std::function<void()>> hooks;
+    return hooks;
+}
+std::mutex hooks_mutex;
 std::unique_ptr<Runtime>& runtime_slot() {
     static std::unique_ptr<Runtime> slot;
     return slot;
@@ -171,7 +178,19 @@ void Runtime::setup(const RuntimeOptions& options) {
     default_generator().manual_seed(config_.seed);
 }
 
+void detail::at_runtime_finalize(std::function<void()> hook) {
+    std::scoped_lock lock(hooks_mutex);
+    finalize_hooks().push_back(std::move(hook));
+}
+
 void Runtime::finalize() {
+    if (!initialized()) return;
+    std::vector<std::function<void()>> hooks;
+    {
+        std::scoped_lock lock(hooks_mutex);
+        hooks.swap(finalize_hooks());
+    }
+    for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
     std::scoped_lock lock(runtime_mutex);
     auto& slot = runtime_slot();
     if (!slot) return;

@@ -53,9 +53,7 @@ int main() {
         Tensor y = lockstep::ops::relu(lockstep::ops::matmul(x, w));
         Tensor local = lockstep::ops::sum(y).to(lockstep::Device::cpu());
 
-        Tensor global = Tensor::zeros({}, lockstep::DType::Float32);
-        LOCKSTEP_MPI_CHECK(MPI_Allreduce(local.data(), global.data(), 1, lockstep::mpi_datatype(local.dtype()),
-                                         MPI_SUM, rt->comm()));
+        Tensor global = lockstep::Communicator::world().allreduce(local, lockstep::ReduceOp::Sum);
 
         print_in_rank_order(*rt, fmt::format("rank {}/{} (local {}/{}, node {}/{}) on {} using {}: y = relu(x @ W) is "
                                              "{}, sum(y) = {:g}\n",

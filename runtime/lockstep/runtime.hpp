@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -95,6 +96,12 @@ public:
 private:
     Runtime* runtime_;
 };
+
+namespace detail {
+// Called at the start of Runtime::finalize, while MPI still runs, in the reverse order of registration (upper layers
+// free their communicators here). A hook must not call Runtime::init or Runtime::finalize.
+void at_runtime_finalize(std::function<void()> hook);
+}  // namespace detail
 
 // MPI datatype for a DType (float16/bfloat16 travel as 16-bit unsigned integers; reductions on them widen to float32).
 [[nodiscard]] MPI_Datatype mpi_datatype(DType dtype);

@@ -1,0 +1,30 @@
+#pragma once
+// Memory that MPI can read and write for a tensor (internal).
+//
+// Host tensors are passed as they are. CUDA tensors are passed as device pointers when MPI is CUDA-aware, and
+// otherwise staged through pinned host buffers. Elementwise collectives (allreduce, broadcast) stage in chunks
+// through two pinned buffers on one CUDA stream, so that the copy of chunk i+1 to the host and of chunk i-1 back to
+// the device overlap the MPI call on chunk i. Either way the bytes MPI sees are the same, so results are identical.
+
+#include <lockstep/tensor.hpp>
+
+#include <cstdint>
+#include <functional>
+
+namespace lockstep::detail {
+
+enum class Direction { In, Out, InOut };
+
+// fn(pointer) with the tensor's elements readable (In), writable (Out) or both.
+void with_host_buffer(Tensor& t, Direction direction, const std::function<void(void*)>& fn);
+// fn(src, dst) with `in` readable and `out` writable; `out` is copied back only if copy_back.
+void with_host_buffers(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
+                       bool copy_back = true);
+// fn(pointer, count) once per chunk of t, in order, with each chunk readable and writable. Host tensors and
+// CUDA-aware MPI: a single call over the whole tensor.
+void with_host_chunks(Tensor& t, const std::function<void(void*, std::int64_t)>& fn);
+
+// Elements per staging chunk (4 MiB of data; LOCKSTEP_STAGING_CHUNK_BYTES overrides).
+[[nodiscard]] std::int64_t staging_chunk_elements(DType dtype);
+
+}  // namespace lockstep::detail

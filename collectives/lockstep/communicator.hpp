@@ -1,0 +1,102 @@
+#pragma once
+// Communicator: collectives on lockstep tensors over an MPI communicator.
+//
+// Every collective goes through one funnel (Communicator::Impl::run in communicator.cpp):
+//   1. In debug mode, one MPI_Allgather of a fixed-size Signature on a control communicator (a duplicate, so it never
+//      matches payload traffic). Every rank compares all signatures by the same rule; on a mismatch every rank throws
+//      the same SignatureMismatchError and no payload call is made. Debug off: no extra MPI call at all.
+//   2. The op is recorded on the progress board read by the watchdog (a few stores, no MPI call, no system call).
+//   3. The payload MPI call, on host memory, on device memory when MPI is CUDA-aware, or staged through pinned host
+//      buffers in chunks otherwise.
+// Results are new tensors on the input's device; functions ending in `_` work in place.
+
+#include <lockstep/signature.hpp>
+#include <lockstep/tensor.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace lockstep {
+
+struct CommunicatorOptions {
+    std::optional<bool> debug;      // default: Config `debug`
+    std::optional<double> timeout;  // seconds; 0 disables the watchdog. Default: Config `timeout`
+};
+
+struct CommunicatorStats {
+    std::uint64_t collectives = 0;        // collective calls made (send/recv not counted)
+    std::uint64_t signature_checks = 0;   // debug-mode signature exchanges
+    std::uint64_t mpi_calls = 0;          // MPI calls lockstep made for those collectives, exchanges included
+    double wait_seconds = 0.0;            // wall time spent inside collectives
+};
+
+class Communicator {
+public:
+    // Duplicates `comm` (lockstep never uses or frees the caller's handle). Collective over `comm`.
+    explicit Communicator(MPI_Comm comm, CommunicatorOptions options = {});
+    ~Communicator();
+    Communicator(Communicator&&) noexcept;
+    Communicator& operator=(Communicator&&) noexcept;
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    // The communicator over the Runtime's processes (Runtime::init() first). Created on first use.
+    static Communicator& world();
+
+    [[nodiscard]] int rank() const noexcept;
+    [[nodiscard]] int size() const noexcept;
+    [[nodiscard]] MPI_Comm mpi_comm() const noexcept;
+    [[nodiscard]] bool debug() const noexcept;
+    [[nodiscard]] double timeout() const noexcept;
+    void set_debug(bool on) noexcept;  // must be switched on every rank at the same point
+    [[nodiscard]] CommunicatorStats stats() const noexcept;
+
+    // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup.
+    [[nodiscard]] Communicator split(int color, int key) const;
+    [[nodiscard]] Communicator dup() const;
+
+    void barrier(CallSite site = {});
+    // Root's tensor to every rank. Every rank passes a tensor of the same shape and dtype (non-roots' values unused).
+    [[nodiscard]] Tensor broadcast(const Tensor& t, int root, CallSite site = {});
+    Tensor& broadcast_(Tensor& t, int root, CallSite site = {});
+    // Reduction to `root`; other ranks get an undefined tensor.
+    [[nodiscard]] Tensor reduce(const Tensor& t, ReduceOp op, int root, CallSite site = {});
+    [[nodiscard]] Tensor allreduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    Tensor& allreduce_(Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    // Concatenation along dimension 0 in rank order ([size * d0, ...]); a 0-d input gives [size]. gather: root only,
+    // other ranks get an undefined tensor.
+    [[nodiscard]] Tensor gather(const Tensor& t, int root, CallSite site = {});
+    [[nodiscard]] Tensor allgather(const Tensor& t, CallSite site = {});
+    // Root's [size * k, ...] split along dimension 0: rank i gets rows [i k, (i + 1) k).
+    [[nodiscard]] Tensor scatter(const Tensor& t, int root, CallSite site = {});
+    // Reduction of [size * k, ...] tensors, then rank i keeps rows [i k, (i + 1) k).
+    [[nodiscard]] Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    // Block i of dimension 0 ([size * k, ...]) goes to rank i; the result holds the blocks received, in rank order.
+    [[nodiscard]] Tensor alltoall(const Tensor& t, CallSite site = {});
+    void send(const Tensor& t, int dest, int tag = 0, CallSite site = {});
+    Tensor& recv(Tensor& out, int source, int tag = 0, CallSite site = {});
+
+    // Concatenation along dimension 0 of tensors whose first dimension differs between ranks (counts exchanged, then
+    // MPI_Allgatherv). The other dimensions must agree.
+    [[nodiscard]] Tensor gather_uneven(const Tensor& t, CallSite site = {});
+    // Pads `dim` to the largest size any rank has, with `pad_value`, after the data (or before it with pad_first).
+    [[nodiscard]] Tensor pad_across_processes(const Tensor& t, std::int64_t dim = 0, double pad_value = 0.0,
+                                              bool pad_first = false, CallSite site = {});
+    // gather_uneven, then only the first `valid_rows` rows: drops the samples a sampler repeated to even out the last
+    // batch across ranks (pass the number of real samples left in the dataset).
+    [[nodiscard]] Tensor gather_for_metrics(const Tensor& t, std::int64_t valid_rows, CallSite site = {});
+
+    struct Impl;
+
+private:
+    explicit Communicator(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// Whether MPI can take CUDA device pointers (asked of MPI at run time; LOCKSTEP_CUDA_AWARE=0/1 overrides).
+[[nodiscard]] bool mpi_is_cuda_aware();
+
+}  // namespace lockstep

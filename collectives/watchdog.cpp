@@ -1,0 +1,418 @@
+#include "watchdog.hpp"
+
+#include <lockstep/runtime.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace lockstep::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An owned file descriptor.
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = std::exchange(o.fd_, -1);
+        }
+        return *this;
+    }
+    void reset() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+    [[nodiscard]] int get() const { return fd_; }
+    [[nodiscard]] bool valid() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+std::string base_name(const char* path) { return std::filesystem::path(path).filename().string(); }
+
+std::string record_text(const OpRecord& r) {
+    if (r.point_to_point) return fmt::format("`{}` with rank {}", r.p2p_name, r.root);
+    std::string s = fmt::format("`{}` #{}", op_name(r.op), r.sequence);
+    if (r.has_tensor) {
+        Shape shape(r.dims, r.dims + std::min<int>(r.ndim, static_cast<int>(max_wire_dims)));
+        s += fmt::format(" {}{}", dtype_name(r.dtype), shape_str(shape));
+    }
+    return s;
+}
+
+std::string site_text(const OpRecord& r) { return fmt::format("{}:{}", base_name(r.file), r.line); }
+
+// Reads until newline or EOF with an overall deadline. Returns nullopt on timeout or error.
+std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
+    std::string out;
+    char buf[4096];
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) return std::nullopt;
+        pollfd p{fd, POLLIN, 0};
+        const int rc = ::poll(&p, 1, static_cast<int>(left));
+        if (rc <= 0) return std::nullopt;
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) return std::nullopt;
+        if (n == 0) return out;
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.find('\n') != std::string::npos) return out.substr(0, out.find('\n'));
+    }
+}
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+        if (n <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+// Connects with a deadline; returns an invalid Fd on failure and the reason in `why`.
+Fd connect_to(const std::string& host, int port, Clock::time_point deadline, std::string& why) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+        why = fmt::format("cannot resolve {}: {}", host, gai_strerror(rc));
+        return {};
+    }
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, ::freeaddrinfo);
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+        if (!fd.valid()) continue;
+        if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            why = std::strerror(errno);
+            continue;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        pollfd p{fd.get(), POLLOUT, 0};
+        if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+            why = "no answer in time";
+            continue;
+        }
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0) {
+            why = std::strerror(err);
+            continue;
+        }
+        return fd;
+    }
+    return {};
+}
+
+}  // namespace
+
+struct Watchdog::State {
+    std::mutex board_mutex;
+    std::optional<OpRecord> current;
+    Clock::time_point current_start;
+    std::optional<OpRecord> last;
+    Clock::time_point last_end;
+
+    std::string phase;
+
+    std::mutex registry_mutex;
+    std::map<std::uint64_t, std::vector<Endpoint>> members;  // comm id -> members in rank order
+    Endpoint self{};
+    int world_rank = 0;
+    int thread_level = MPI_THREAD_SINGLE;
+    std::string host;
+
+    Fd listener;
+    int wake_pipe[2] = {-1, -1};
+    std::thread thread;
+    std::atomic<bool> started{false};
+    std::atomic<bool> stop{false};
+    bool reported = false;
+
+    nlohmann::json board_json() {
+        std::scoped_lock lock(board_mutex);
+        const auto now = Clock::now();
+        nlohmann::json j = {{"rank", world_rank}, {"host", host}, {"pid", ::getpid()}};
+        if (current) {
+            j["in_collective"] = true;
+            j["op"] = record_text(*current);
+            j["comm"] = current->comm_id;
+            j["sequence"] = current->sequence;
+            j["site"] = site_text(*current);
+            j["seconds"] = std::chrono::duration<double>(now - current_start).count();
+        } else {
+            j["in_collective"] = false;
+            if (!phase.empty()) j["phase"] = phase;
+        }
+        if (last) {
+            j["last_op"] = record_text(*last);
+            j["last_site"] = site_text(*last);
+            j["last_seconds_ago"] = std::chrono::duration<double>(now - last_end).count();
+        }
+        return j;
+    }
+
+    void serve_one() {
+        Fd client(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!client.valid()) return;
+        const auto request = read_line(client.get(), Clock::now() + std::chrono::seconds(1));
+        if (!request || *request != "BOARD") return;
+        write_all(client.get(), board_json().dump() + "\n");
+    }
+
+    nlohmann::json ask(const Endpoint& e) {
+        const int world_rank_of_peer = e.world_rank;
+        if (e.pid == self.pid && std::string_view(e.host) == self.host && e.port == self.port) return board_json();
+        const auto deadline = Clock::now() + std::chrono::seconds(2);
+        std::string why;
+        Fd fd = connect_to(e.host, e.port, deadline, why);
+        if (!fd.valid()) return {{"rank", world_rank_of_peer}, {"unreachable", why}};
+        if (!write_all(fd.get(), "BOARD\n")) return {{"rank", world_rank_of_peer}, {"unreachable", "write failed"}};
+        const auto line = read_line(fd.get(), deadline);
+        if (!line || line->empty()) return {{"rank", world_rank_of_peer}, {"unreachable", "no answer in time"}};
+        try {
+            return nlohmann::json::parse(*line);
+        } catch (const nlohmann::json::exception&) {
+            return {{"rank", world_rank_of_peer}, {"unreachable", "malformed answer"}};
+        }
+    }
+
+    void loop(Watchdog& owner);
+};
+
+Watchdog& Watchdog::instance() {
+    static Watchdog watchdog;
+    return watchdog;
+}
+
+Watchdog::Watchdog() : state_(std::make_unique<State>()) {}
+
+Watchdog::~Watchdog() {
+    if (state_->started) {
+        state_->stop = true;
+        const char byte = 1;
+        (void)::write(state_->wake_pipe[1], &byte, 1);
+        if (state_->thread.joinable()) state_->thread.join();
+        ::close(state_->wake_pipe[0]);
+        ::close(state_->wake_pipe[1]);
+    }
+}
+
+bool Watchdog::running() const noexcept { return state_->started; }
+
+void Watchdog::ensure_started(int thread_level) {
+    State& s = *state_;
+    std::scoped_lock lock(s.registry_mutex);
+    if (s.started) return;
+    const ProcessIdentity id = current_identity();
+    s.world_rank = id.rank;
+    s.thread_level = thread_level;
+    s.host = host_name();
+
+    // One node: loopback only. Several: every interface, reached by host name. LOCKSTEP_WATCHDOG_HOST overrides both.
+    std::string publish = id.node_count <= 1 ? "127.0.0.1" : s.host;
+    if (const char* forced = std::getenv("LOCKSTEP_WATCHDOG_HOST"); forced != nullptr && *forced != '\0') {
+        publish = forced;
+    }
+    s.listener = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s.listener.valid()) throw Error(fmt::format("watchdog: socket() failed: {}", std::strerror(errno)));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = 0;
+    addr.sin_addr.s_addr = publish == "127.0.0.1" ? htonl(INADDR_LOOPBACK) : htonl(INADDR_ANY);
+    if (::bind(s.listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(s.listener.get(), 64) != 0) {
+        throw Error(fmt::format("watchdog: cannot listen for board queries: {}", std::strerror(errno)));
+    }
+    socklen_t len = sizeof addr;
+    ::getsockname(s.listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    std::snprintf(s.self.host, sizeof s.self.host, "%s", publish.c_str());
+    s.self.port = ntohs(addr.sin_port);
+    s.self.pid = ::getpid();
+    s.self.world_rank = id.rank;
+    if (::pipe2(s.wake_pipe, O_CLOEXEC) != 0) {
+        throw Error(fmt::format("watchdog: pipe2() failed: {}", std::strerror(errno)));
+    }
+    s.started = true;
+    s.thread = std::thread([this] { state_->loop(*this); });
+}
+
+Endpoint Watchdog::endpoint() const {
+    std::scoped_lock lock(state_->registry_mutex);
+    return state_->self;
+}
+
+void Watchdog::forget_communicator(std::uint64_t comm_id) {
+    std::scoped_lock lock(state_->registry_mutex);
+    state_->members.erase(comm_id);
+}
+
+void Watchdog::set_phase(std::string phase) {
+    std::scoped_lock lock(state_->board_mutex);
+    state_->phase = std::move(phase);
+}
+
+void Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members) {
+    std::scoped_lock lock(state_->registry_mutex);
+    state_->members[comm_id] = std::move(members);
+}
+
+void Watchdog::begin(const OpRecord& record) {
+    std::scoped_lock lock(state_->board_mutex);
+    state_->current = record;
+    state_->current_start = Clock::now();
+}
+
+void Watchdog::end() {
+    std::scoped_lock lock(state_->board_mutex);
+    state_->last = state_->current;
+    state_->last_end = Clock::now();
+    state_->current.reset();
+}
+
+std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* is_reporter) {
+    State& s = *state_;
+    std::vector<Endpoint> members;
+    {
+        std::scoped_lock lock(s.registry_mutex);
+        members = s.members[stuck.comm_id];
+    }
+    std::vector<nlohmann::json> boards;
+    std::vector<int> arrived, missing;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        nlohmann::json b = s.ask(members[i]);
+        const bool same_call = b.value("in_collective", false) && b.value("comm", std::uint64_t{~0ULL}) == stuck.comm_id &&
+                               b.value("sequence", std::uint64_t{~0ULL}) == stuck.sequence;
+        (same_call ? arrived : missing).push_back(static_cast<int>(i));
+        boards.push_back(std::move(b));
+    }
+    // The lowest waiting rank writes the report; the others point to it.
+    if (is_reporter != nullptr) {
+        int my_index = -1;
+        for (std::size_t i = 0; i < members.size(); ++i) {
+            if (members[i].world_rank == s.world_rank && members[i].pid == s.self.pid) my_index = static_cast<int>(i);
+        }
+        *is_reporter = !arrived.empty() && arrived.front() == my_index;
+    }
+    std::string r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
+                                stuck.timeout);
+    r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", record_text(stuck),
+                     members.size(), site_text(stuck));
+    const auto processes = [](const std::vector<int>& ranks) {
+        if (ranks.empty()) return std::string("none");
+        return (ranks.size() == 1 ? "Process " : "Processes ") + format_rank_ranges(ranks);
+    };
+    r += fmt::format("Arrived and waiting: {}\n", processes(arrived));
+    r += fmt::format("Never arrived: {}\n", processes(missing));
+    r += "\nWhat each process is doing:\n";
+    for (std::size_t i = 0; i < boards.size(); ++i) {
+        const auto& b = boards[i];
+        std::string line = fmt::format("  - Process {}", i);
+        if (members[i].world_rank != static_cast<int>(i)) line += fmt::format(" (world rank {})", members[i].world_rank);
+        if (b.contains("unreachable")) {
+            line += fmt::format(": no answer ({}): the process has exited or its node is unreachable",
+                                b["unreachable"].get<std::string>());
+        } else {
+            line += fmt::format(" (host {}, pid {}): ", b.value("host", "?"), b.value("pid", 0));
+            if (b.value("in_collective", false)) {
+                line += fmt::format("in {} for {:.1f} s at {}", b.value("op", "?"), b.value("seconds", 0.0),
+                                    b.value("site", "?"));
+            } else {
+                line += "not in a collective";
+                if (b.contains("phase")) line += fmt::format(" ({})", b["phase"].get<std::string>());
+            }
+            if (b.contains("last_op")) {
+                line += fmt::format("; last completed {} at {}, {:.1f} s ago", b.value("last_op", "?"),
+                                    b.value("last_site", "?"), b.value("last_seconds_ago", 0.0));
+            } else {
+                line += "; no collective completed yet";
+            }
+        }
+        r += line + "\n";
+    }
+    if (!missing.empty()) {
+        r += fmt::format(
+            "\n{} never called this collective: look for a branch, an early `break` or an exception that only some "
+            "ranks take before {}. Setting LOCKSTEP_DEBUG_MODE=1 checks every call's signature.\n",
+            processes(missing), site_text(stuck));
+    }
+    return r;
+}
+
+void Watchdog::State::loop(Watchdog& owner) {
+    while (!stop) {
+        pollfd fds[2] = {{listener.get(), POLLIN, 0}, {wake_pipe[0], POLLIN, 0}};
+        const int rc = ::poll(fds, 2, 100);
+        if (stop) break;
+        if (rc > 0 && (fds[0].revents & POLLIN)) serve_one();
+
+        std::optional<OpRecord> stuck;
+        double waited = 0.0;
+        {
+            std::scoped_lock lock(board_mutex);
+            if (current && current->timeout > 0.0 && !reported) {
+                waited = std::chrono::duration<double>(Clock::now() - current_start).count();
+                if (waited > current->timeout) stuck = current;
+            }
+        }
+        if (!stuck) continue;
+        reported = true;
+        // Keep answering peers while asking them: a second thread serves queries during the report.
+        std::atomic<bool> reporting{true};
+        std::thread server([&] {
+            while (reporting) {
+                pollfd p{listener.get(), POLLIN, 0};
+                if (::poll(&p, 1, 50) > 0) serve_one();
+            }
+        });
+        bool reporter = false;
+        std::string report = owner.build_report(*stuck, waited, &reporter);
+        if (reporter) {
+            std::fprintf(stderr, "%s\nEnding the job (exit code 124).\n", report.c_str());
+        } else {
+            std::fprintf(stderr,
+                         "lockstep: rank %d: %s timed out after %.1f s; the lowest waiting rank prints the report\n",
+                         world_rank, record_text(*stuck).c_str(), waited);
+        }
+        std::fflush(stderr);
+        // Give the reporter time to print before any process ends the job; peers keep being answered meanwhile.
+        std::this_thread::sleep_for(reporter ? std::chrono::milliseconds(200) : std::chrono::seconds(2));
+        reporting = false;
+        server.join();
+        if (thread_level == MPI_THREAD_MULTIPLE) {
+            MPI_Abort(MPI_COMM_WORLD, 124);
+        }
+        std::_Exit(124);  // MPI_Abort is not allowed from this thread below MPI_THREAD_MULTIPLE
+    }
+}
+
+}  // namespace lockstep::detail

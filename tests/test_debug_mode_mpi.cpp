@@ -1,0 +1,231 @@
+// Run under mpirun with 2, 3 and 4 ranks: debug mode turns mismatched collectives into the same exception on every
+// rank, and costs exactly one MPI_Allgather per collective; with debug off lockstep makes no extra MPI call. Calls are
+// counted through the MPI profiling interface: this program defines the MPI functions lockstep uses and forwards them
+// to their PMPI_ versions.
+#define BOOST_TEST_MODULE debug_mode_mpi
+#include <boost/test/unit_test.hpp>
+
+#include <lockstep.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <functional>
+
+using namespace lockstep;
+
+namespace {
+std::atomic<long> mpi_calls{0};
+std::atomic<long> allgather_calls{0};
+}  // namespace
+
+extern "C" {
+int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c) {
+    ++mpi_calls;
+    ++allgather_calls;
+    return PMPI_Allgather(s, sc, st, r, rc, rt, c);
+}
+int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Allreduce(s, r, n, t, o, c);
+}
+int MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Bcast(b, n, t, root, c);
+}
+int MPI_Barrier(MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Barrier(c);
+}
+int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op o, int root, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Reduce(s, r, n, t, o, root, c);
+}
+int MPI_Gather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Gather(s, sc, st, r, rc, rt, root, c);
+}
+int MPI_Scatter(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Scatter(s, sc, st, r, rc, rt, root, c);
+}
+int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Reduce_scatter_block(s, r, n, t, o, c);
+}
+int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Alltoall(s, sc, st, r, rc, rt, c);
+}
+int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt,
+                   MPI_Comm c) {
+    ++mpi_calls;
+    return PMPI_Allgatherv(s, sc, st, r, rc, d, rt, c);
+}
+}
+
+namespace {
+struct RuntimeFixture {
+    RuntimeFixture() { Runtime::init(); }
+    ~RuntimeFixture() { Runtime::finalize(); }
+};
+Communicator& comm() { return Communicator::world(); }
+int N() { return comm().size(); }
+int R() { return comm().rank(); }
+
+// Runs fn and returns the mismatch message; fails the test if fn does not throw SignatureMismatchError.
+std::string mismatch(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const SignatureMismatchError& e) {
+        return e.what();
+    }
+    BOOST_ERROR("no SignatureMismatchError on rank " << R());
+    return {};
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The same text on every rank: rank 0's message is broadcast and compared.
+bool same_on_every_rank(const std::string& text) {
+    int length = static_cast<int>(text.size());
+    PMPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::string root_text(static_cast<std::size_t>(length), '\0');
+    if (R() == 0) root_text = text;
+    PMPI_Bcast(root_text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    int same = root_text == text ? 1 : 0, all = 0;
+    PMPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+}
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
+
+BOOST_AUTO_TEST_CASE(debug_off_makes_no_extra_mpi_call) {
+    comm().set_debug(false);
+    const long calls = mpi_calls, gathers = allgather_calls;
+    (void)comm().allreduce(Tensor::ones({8}));
+    (void)comm().broadcast(Tensor::ones({8}), 0);
+    comm().barrier();
+    BOOST_TEST(mpi_calls - calls == 3);
+    BOOST_TEST(allgather_calls - gathers == 0);
+}
+
+BOOST_AUTO_TEST_CASE(debug_on_adds_exactly_one_allgather_per_collective) {
+    comm().set_debug(true);
+    const long calls = mpi_calls, gathers = allgather_calls;
+    (void)comm().allreduce(Tensor::ones({8}));
+    (void)comm().broadcast(Tensor::ones({8}), 0);
+    comm().barrier();
+    BOOST_TEST(mpi_calls - calls == 6);
+    BOOST_TEST(allgather_calls - gathers == 3);
+    BOOST_TEST(comm().stats().signature_checks >= 3u);
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(every_op_with_mismatched_shapes_raises_on_every_rank) {
+    comm().set_debug(true);
+    // Rank r passes [1, 5] (rank 0) or [1, r + 1, 5]: exactly the per-process shapes must appear in the report.
+    const Shape mine = R() == 0 ? Shape{1, 5} : Shape{1, R() + 1, 5};
+    const int n = N();
+    Tensor t = Tensor::ones(mine);
+    Tensor divisible = Tensor::ones(R() == 0 ? Shape{n, 5} : Shape{n, R() + 1});
+    const std::vector<std::pair<std::string, std::function<void()>>> ops_under_test = {
+        {"lockstep::broadcast", [&] { (void)comm().broadcast(t, 0); }},
+        {"lockstep::reduce", [&] { (void)comm().reduce(t, ReduceOp::Sum, 0); }},
+        {"lockstep::allreduce", [&] { (void)comm().allreduce(t); }},
+        {"lockstep::gather", [&] { (void)comm().gather(t, 0); }},
+        {"lockstep::allgather", [&] { (void)comm().allgather(t); }},
+        {"lockstep::scatter", [&] { (void)comm().scatter(divisible, 0); }},
+        {"lockstep::reduce_scatter", [&] { (void)comm().reduce_scatter(divisible); }},
+        {"lockstep::alltoall", [&] { (void)comm().alltoall(divisible); }},
+    };
+    for (const auto& [name, call] : ops_under_test) {
+        BOOST_TEST_CONTEXT(name) {
+            const std::string msg = mismatch(call);
+            BOOST_TEST(contains(msg, "due to shape mismatches"));
+            BOOST_TEST(contains(msg, "Operation: `" + name + "`"));
+            const bool uses_divisible = name == "lockstep::scatter" || name == "lockstep::reduce_scatter" ||
+                                        name == "lockstep::alltoall";
+            BOOST_TEST(contains(msg, "Process 0: " + shape_str(uses_divisible ? Shape{n, 5} : Shape{1, 5})));
+            for (int r = 1; r < n; ++r) {
+                const Shape theirs = uses_divisible ? Shape{n, r + 1} : Shape{1, r + 1, 5};
+                BOOST_TEST(contains(msg, "Process " + std::to_string(r) + ": " + shape_str(theirs)), msg);
+            }
+            BOOST_TEST(same_on_every_rank(msg));
+        }
+    }
+    // Uneven gather: only the trailing dimensions must agree.
+    Tensor uneven = Tensor::ones({R() + 1, R() == 0 ? 3 : 4});
+    const std::string msg = mismatch([&] { (void)comm().gather_uneven(uneven); });
+    BOOST_TEST(contains(msg, "dimension 0 may differ"));
+    BOOST_TEST((comm().gather_uneven(Tensor::ones({R() + 1, 3})).size(0) == n * (n + 1) / 2));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(dtype_op_kind_root_and_reduce_op_mismatches_are_detected) {
+    comm().set_debug(true);
+    const int last = N() - 1;
+    std::string msg = mismatch([&] { (void)comm().allreduce(Tensor::ones({4}, R() == last ? DType::Float64 : DType::Float32)); });
+    BOOST_TEST(contains(msg, "dtype mismatches"));
+    BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": float64"));
+    BOOST_TEST(same_on_every_rank(msg));
+
+    // Rank `last` calls broadcast while the others call allreduce: caught, because the exchange is the same call.
+    msg = mismatch([&] {
+        if (R() == last) {
+            (void)comm().broadcast(Tensor::ones({4}), 0);
+        } else {
+            (void)comm().allreduce(Tensor::ones({4}));
+        }
+    });
+    BOOST_TEST(contains(msg, "mismatched operations"));
+    BOOST_TEST(contains(msg, "`lockstep::broadcast`"));
+    BOOST_TEST(contains(msg, "`lockstep::allreduce`"));
+    BOOST_TEST(same_on_every_rank(msg));
+
+    msg = mismatch([&] { (void)comm().broadcast(Tensor::ones({4}), R() == last ? 0 : last); });
+    BOOST_TEST(contains(msg, "root mismatches"));
+    BOOST_TEST(same_on_every_rank(msg));
+
+    msg = mismatch([&] { (void)comm().allreduce(Tensor::ones({4}), R() == last ? ReduceOp::Max : ReduceOp::Sum); });
+    BOOST_TEST(contains(msg, "reduce op mismatches"));
+    BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": max"));
+    BOOST_TEST(same_on_every_rank(msg));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_skipped_call_is_caught_at_the_next_call) {
+    comm().set_debug(true);
+    Communicator sub = comm().dup();
+    Tensor x = Tensor::ones({3});
+    // Rank 0 skips the allreduce (an early `continue`, say) and goes on to the broadcast the others call next.
+    const std::string msg = mismatch([&] {
+        if (R() != 0) (void)sub.allreduce(x);
+        (void)sub.broadcast(x, 0);
+    });
+    BOOST_TEST(contains(msg, "mismatched operations"));
+    BOOST_TEST(contains(msg, "Process 0: `lockstep::broadcast` (call #1)"));
+    BOOST_TEST(same_on_every_rank(msg));
+    BOOST_TEST(sub.allreduce(x).to_vector<float>()[0] == static_cast<float>(N()));  // all ranks still in step
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(the_exception_carries_json_and_the_call_site_and_the_job_goes_on) {
+    comm().set_debug(true);
+    try {
+        (void)comm().allreduce(Tensor::ones({R() + 1}), ReduceOp::Sum, {"grad-sync"});
+        BOOST_FAIL("no exception");
+    } catch (const DistributedOperationException& base) {
+        const auto* e = dynamic_cast<const SignatureMismatchError*>(&base);
+        BOOST_REQUIRE(e != nullptr);
+        const auto doc = nlohmann::json::parse(e->to_json());
+        BOOST_TEST(doc["ranks"].size() == static_cast<std::size_t>(N()));
+        BOOST_TEST(doc["ranks"][0]["file"] == "test_debug_mode_mpi.cpp");
+        BOOST_TEST(doc["ranks"][0]["tag"] == "grad-sync");
+        BOOST_TEST(contains(e->what(), "test_debug_mode_mpi.cpp:"));
+        BOOST_TEST(contains(e->what(), "Tag: 'grad-sync'"));
+    }
+    // Everybody threw before the payload: the next collective works on every rank.
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
