@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -64,6 +65,7 @@ struct Communicator::Impl {
     std::uint64_t sequence = 0;
     CommunicatorStats stats;
     int thread_level = MPI_THREAD_SINGLE;
+    std::vector<WireSignature> exchanged;  // reused by every signature exchange
 
     Impl(MPI_Comm base, const CommunicatorOptions& options) {
         const Config& cfg = config();
@@ -105,16 +107,15 @@ struct Communicator::Impl {
         detail::check_mpi(rc, call, where);
     }
 
-    Signature signature(OpKind op, const Tensor* t, int root, std::optional<ReduceOp> reduce_op, int varying_dim,
-                        const CallSite& site) const {
+    // The signature goes straight into its wire form: no strings or allocations on the hot path.
+    WireSignature wire_signature(OpKind op, const Tensor* t, int root, std::optional<ReduceOp> reduce_op,
+                                 int varying_dim, const CallSite& site) const {
         Signature s;
         s.sequence = sequence;
         s.op = op;
         if (t != nullptr) {
             s.dtype = t->dtype();
             s.rank_of_shape = t->dim();
-            const auto kept = std::min<std::size_t>(t->shape().size(), max_wire_dims);
-            s.shape.assign(t->shape().begin(), t->shape().begin() + static_cast<std::ptrdiff_t>(kept));
             s.shape_hash = shape_hash(t->shape());
             s.trailing_hash = varying_dim >= 0 ? shape_hash(t->shape(), varying_dim) : s.shape_hash;
             s.numel = t->numel();
@@ -123,11 +124,26 @@ struct Communicator::Impl {
         s.root = root;
         s.varying_dim = varying_dim;
         s.reduce_op = reduce_op;
-        s.file = std::filesystem::path(site.where.file_name()).filename().string();
         s.line = site.where.line();
-        s.function = site.where.function_name();
-        s.tag = std::string(site.tag);
-        return s;
+        WireSignature w = to_wire(s);
+        if (t != nullptr) {
+            for (std::size_t d = 0; d < std::min<std::size_t>(t->shape().size(), max_wire_dims); ++d) {
+                w.dims[d] = t->shape()[d];
+            }
+        }
+        const char* file = site.where.file_name();
+        if (const char* slash = std::strrchr(file, '/'); slash != nullptr) file = slash + 1;
+        copy_c_string(w.file, file);
+        copy_c_string(w.function, site.where.function_name());
+        copy_c_string(w.tag, site.tag);
+        return w;
+    }
+
+    template <std::size_t N>
+    static void copy_c_string(char (&dst)[N], std::string_view src) {
+        if (src.size() >= N) src = src.substr(src.size() - (N - 1));  // keep the end: the innermost name
+        std::memcpy(dst, src.data(), src.size());
+        dst[src.size()] = '\0';
     }
 
     // The funnel every collective goes through (see communicator.hpp).
@@ -156,19 +172,20 @@ struct Communicator::Impl {
             record.line = site.where.line();
             record.function = site.where.function_name();
             record.timeout = timeout;
-            detail::Watchdog::instance().begin(record);
+            detail::Watchdog::instance().begin(record, start);
         }
         struct EndGuard {
             Impl* self;
             bool watched;
             Clock::time_point start;
             ~EndGuard() {
-                if (watched) detail::Watchdog::instance().end();
-                self->stats.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+                const auto now = Clock::now();
+                if (watched) detail::Watchdog::instance().end(now);
+                self->stats.wait_seconds += std::chrono::duration<double>(now - start).count();
             }
         } guard{this, watched, start};
 
-        if (debug) exchange_and_check(signature(op, t, root, reduce_op, varying_dim, site));
+        if (debug) exchange_and_check(wire_signature(op, t, root, reduce_op, varying_dim, site));
         if (root >= size || (root < 0 && root != -1)) {
             throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {} processes",
                                                    op_name(op), root, size));
@@ -176,16 +193,44 @@ struct Communicator::Impl {
         payload();
     }
 
-    void exchange_and_check(const Signature& mine) {
+    void exchange_and_check(const WireSignature& wire) {
         ++stats.signature_checks;
-        const WireSignature wire = to_wire(mine);
-        std::vector<WireSignature> all(static_cast<std::size_t>(size));
+        std::vector<WireSignature>& all = exchanged;
+        all.resize(static_cast<std::size_t>(size));
         mpi(MPI_Allgather(&wire, sizeof wire, MPI_BYTE, all.data(), sizeof wire, MPI_BYTE, control), "MPI_Allgather");
+        if (wire_signatures_agree(all)) return;
         std::vector<Signature> sigs;
         sigs.reserve(all.size());
         for (const auto& w : all) sigs.push_back(from_wire(w));
         if (auto report = check_signatures(sigs)) throw SignatureMismatchError(std::move(*report), std::move(sigs));
     }
+
+    // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
+    class PointToPointWatch {
+    public:
+        PointToPointWatch(const Impl& impl, const char* name, int peer, const CallSite& site)
+            : on_(impl.timeout > 0.0) {
+            if (!on_) return;
+            detail::OpRecord record;
+            record.comm_id = impl.id;
+            record.point_to_point = true;
+            record.p2p_name = name;
+            record.root = peer;
+            record.file = site.where.file_name();
+            record.line = site.where.line();
+            record.function = site.where.function_name();
+            record.timeout = impl.timeout;
+            detail::Watchdog::instance().begin(record, Clock::now());
+        }
+        ~PointToPointWatch() {
+            if (on_) detail::Watchdog::instance().end(Clock::now());
+        }
+        PointToPointWatch(const PointToPointWatch&) = delete;
+        PointToPointWatch& operator=(const PointToPointWatch&) = delete;
+
+    private:
+        bool on_;
+    };
 
     void check_divisible(const Tensor& t, OpKind op) const {
         if (t.dim() == 0 || t.size(0) % size != 0) {
@@ -445,21 +490,7 @@ void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
                                                "processes",
                                                dest, impl_->size));
     }
-    detail::OpRecord record;
-    record.comm_id = impl_->id;
-    record.point_to_point = true;
-    record.p2p_name = "lockstep::send";
-    record.root = dest;
-    record.file = site.where.file_name();
-    record.line = site.where.line();
-    record.timeout = impl_->timeout;
-    if (impl_->timeout > 0) detail::Watchdog::instance().begin(record);
-    struct End {
-        bool on;
-        ~End() {
-            if (on) detail::Watchdog::instance().end();
-        }
-    } end{impl_->timeout > 0};
+    const Impl::PointToPointWatch watch(*impl_, "lockstep::send", dest, site);
     const int n = checked_count(t.numel(), "send");
     detail::with_host_buffer(const_cast<Tensor&>(t), detail::Direction::In, [&](void* p) {
         LOCKSTEP_MPI_CHECK(MPI_Send(p, n, mpi_datatype(t.dtype()), dest, tag, impl_->comm));
@@ -472,21 +503,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
         throw InvalidArgumentError(fmt::format("recv: source {} is not a rank of this communicator of {} processes",
                                                source, impl_->size));
     }
-    detail::OpRecord record;
-    record.comm_id = impl_->id;
-    record.point_to_point = true;
-    record.p2p_name = "lockstep::recv";
-    record.root = source;
-    record.file = site.where.file_name();
-    record.line = site.where.line();
-    record.timeout = impl_->timeout;
-    if (impl_->timeout > 0) detail::Watchdog::instance().begin(record);
-    struct End {
-        bool on;
-        ~End() {
-            if (on) detail::Watchdog::instance().end();
-        }
-    } end{impl_->timeout > 0};
+    const Impl::PointToPointWatch watch(*impl_, "lockstep::recv", source, site);
     const int n = checked_count(out.numel(), "recv");
     int received = 0;
     detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {

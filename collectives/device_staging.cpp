@@ -44,13 +44,14 @@ namespace {
 // A pinned host block from the staging allocator, returned when it goes out of scope.
 class PinnedBlock {
 public:
-    explicit PinnedBlock(std::size_t bytes) : ptr_(pinned_allocator().allocate(bytes)) {}
-    ~PinnedBlock() { pinned_allocator().deallocate(ptr_); }
+    explicit PinnedBlock(std::size_t bytes) : ptr_(pinned_allocator().allocate(bytes, &block_)) {}
+    ~PinnedBlock() { pinned_allocator().deallocate(ptr_, block_); }
     PinnedBlock(const PinnedBlock&) = delete;
     PinnedBlock& operator=(const PinnedBlock&) = delete;
     [[nodiscard]] void* get() const { return ptr_; }
 
 private:
+    std::size_t block_ = 0;
     void* ptr_;
 };
 

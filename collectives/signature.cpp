@@ -200,6 +200,23 @@ std::string dtype_text(const Signature& s) { return s.dtype ? std::string(dtype_
 
 }  // namespace
 
+bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
+    if (sigs.empty()) return true;
+    const WireSignature& a = sigs[0];
+    const auto op = static_cast<OpKind>(a.op);
+    for (std::size_t r = 1; r < sigs.size(); ++r) {
+        const WireSignature& b = sigs[r];
+        if (b.op != a.op || b.sequence != a.sequence || b.dtype != a.dtype || b.rank_of_shape != a.rank_of_shape ||
+            b.varying_dim != a.varying_dim) {
+            return false;
+        }
+        if (a.varying_dim >= 0 ? b.trailing_hash != a.trailing_hash : b.shape_hash != a.shape_hash) return false;
+        if (has_root(op) && b.root != a.root) return false;
+        if (has_reduce_op(op) && b.reduce_op != a.reduce_op) return false;
+    }
+    return true;
+}
+
 std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) {
     if (sigs.size() <= 1) return std::nullopt;
     const auto site = [](const Signature& s) {

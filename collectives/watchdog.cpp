@@ -286,16 +286,16 @@ void Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint
     state_->members[comm_id] = std::move(members);
 }
 
-void Watchdog::begin(const OpRecord& record) {
+void Watchdog::begin(const OpRecord& record, Clock::time_point now) {
     std::scoped_lock lock(state_->board_mutex);
     state_->current = record;
-    state_->current_start = Clock::now();
+    state_->current_start = now;
 }
 
-void Watchdog::end() {
+void Watchdog::end(Clock::time_point now) {
     std::scoped_lock lock(state_->board_mutex);
     state_->last = state_->current;
-    state_->last_end = Clock::now();
+    state_->last_end = now;
     state_->current.reset();
 }
 

@@ -64,8 +64,9 @@ public:
     // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
     void set_phase(std::string phase);
 
-    void begin(const OpRecord& record);
-    void end();
+    // The caller's clock readings are reused, so the board costs no extra clock read.
+    void begin(const OpRecord& record, std::chrono::steady_clock::time_point now);
+    void end(std::chrono::steady_clock::time_point now);
 
     // The report text for a stuck record, asking every member of its communicator (used by the thread; public for
     // tests that want the text without ending the job).

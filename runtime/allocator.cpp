@@ -95,24 +95,25 @@ std::size_t Allocator::round_size(std::size_t bytes) noexcept {
     return (bytes + granule - 1) / granule * granule;
 }
 
-void* Allocator::allocate(std::size_t bytes) {
+void* Allocator::allocate(std::size_t bytes, std::size_t* block_bytes) {
     const std::size_t size = round_size(bytes);
     std::unique_lock lock(mutex_);
     auto hand_out = [&](void* ptr, std::size_t block) {
-        live_.emplace(ptr, block);
         stats_.allocated_bytes += block;
         stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.allocated_bytes);
         ++stats_.num_allocations;
+        if (block_bytes != nullptr) *block_bytes = block;
         return ptr;
     };
     // Best fit among cached blocks no more than twice the size, so that a small tensor never pins a huge block.
-    if (auto it = cache_.lower_bound(size); it != cache_.end() && it->first <= 2 * size) {
-        const auto [block, ptr] = *it;
-        live_.reserve(live_.size() + 1);  // may throw: do it before the cache changes
-        cache_.erase(it);
-        stats_.cached_bytes -= block;
+    // Buckets stay in the map when empty: their vectors keep their capacity and the hot path never allocates.
+    for (auto it = cache_.lower_bound(size); it != cache_.end() && it->first <= 2 * size; ++it) {
+        if (it->second.empty()) continue;
+        void* ptr = it->second.back();
+        it->second.pop_back();
+        stats_.cached_bytes -= it->first;
         ++stats_.cache_hits;
-        return hand_out(ptr, block);
+        return hand_out(ptr, it->first);
     }
     if (stats_.limit_bytes) {
         const std::size_t limit = *stats_.limit_bytes;
@@ -123,9 +124,10 @@ void* Allocator::allocate(std::size_t bytes) {
             release_cached_locked(stats_.reserved_bytes() + size - limit);
         }
     }
-    live_.reserve(live_.size() + 1);
+    // Make room for this block's return to the cache now, so that deallocate() never needs memory.
+    cache_[size].reserve(live_blocks_[size] + 1);
     void* ptr = system_allocate(size);
-    if (ptr == nullptr && !cache_.empty()) {
+    if (ptr == nullptr && stats_.cached_bytes > 0) {
         release_cached_locked(stats_.cached_bytes);
         ptr = system_allocate(size);
     }
@@ -133,35 +135,37 @@ void* Allocator::allocate(std::size_t bytes) {
         throw OutOfMemoryError(device_, bytes, stats_, "the system refused the allocation");
     }
     ++stats_.system_allocations;
+    ++live_blocks_[size];
     return hand_out(ptr, size);
 }
 
-void Allocator::deallocate(void* ptr) noexcept {
+void Allocator::deallocate(void* ptr, std::size_t block_bytes) noexcept {
     if (ptr == nullptr) return;
     std::unique_lock lock(mutex_);
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return;  // not ours: never free what this allocator did not hand out
-    const std::size_t block = it->second;
-    live_.erase(it);
-    stats_.allocated_bytes -= block;
+    stats_.allocated_bytes -= block_bytes;
     ++stats_.num_frees;
-    try {
-        cache_.emplace(block, ptr);
-        stats_.cached_bytes += block;
-    } catch (...) {  // the cache's own node could not be allocated: give the block back instead
-        system_free(ptr, block);
+    auto it = cache_.find(block_bytes);
+    if (it != cache_.end() && it->second.size() < it->second.capacity()) {
+        it->second.push_back(ptr);
+        stats_.cached_bytes += block_bytes;
+    } else {  // no reserved slot (cannot happen for blocks from allocate()): give the block back instead
+        system_free(ptr, block_bytes);
+        --live_blocks_[block_bytes];
     }
 }
 
 void Allocator::release_cached_locked(std::size_t want_bytes) noexcept {
     // Largest blocks first: fewest system calls to free the room asked for.
     std::size_t released = 0;
-    while (!cache_.empty() && released < want_bytes) {
-        auto it = std::prev(cache_.end());
-        system_free(it->second, it->first);
-        released += it->first;
-        stats_.cached_bytes -= it->first;
-        cache_.erase(it);
+    for (auto it = cache_.rbegin(); it != cache_.rend() && released < want_bytes; ++it) {
+        auto& blocks = it->second;
+        while (!blocks.empty() && released < want_bytes) {
+            system_free(blocks.back(), it->first);
+            blocks.pop_back();
+            --live_blocks_[it->first];
+            released += it->first;
+            stats_.cached_bytes -= it->first;
+        }
     }
 }
 
@@ -226,8 +230,8 @@ Allocator& allocator_for(Device device) {
 Allocator& pinned_allocator() { return detail::pinned_host_allocator(); }
 
 Storage::Storage(Allocator& allocator, std::size_t bytes)
-    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes)) {}
+    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes, &block_bytes_)) {}
 
-Storage::~Storage() { allocator_->deallocate(data_); }
+Storage::~Storage() { allocator_->deallocate(data_, block_bytes_); }
 
 }  // namespace lockstep

@@ -199,11 +199,13 @@ BOOST_AUTO_TEST_CASE(concurrent_allocations_keep_consistent_statistics) {
 
 BOOST_AUTO_TEST_CASE(pinned_staging_memory_is_usable_host_memory) {
     Allocator& pinned = pinned_allocator();
-    void* p = pinned.allocate(10000);
+    std::size_t block = 0;
+    void* p = pinned.allocate(10000, &block);
     BOOST_TEST(p != nullptr);
+    BOOST_TEST(block == Allocator::round_size(10000));
     std::memset(p, 7, 10000);
     BOOST_TEST(pinned.stats().allocated_bytes >= 10000u);
-    pinned.deallocate(p);
+    pinned.deallocate(p, block);
     BOOST_TEST(pinned.stats().allocated_bytes == 0u);
     pinned.empty_cache();
     BOOST_TEST(pinned.stats().cached_bytes == 0u);

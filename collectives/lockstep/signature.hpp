@@ -109,6 +109,10 @@ private:
 // Hash of a shape, optionally leaving out one dimension (FNV-1a over the dimensions and the rank).
 [[nodiscard]] std::uint64_t shape_hash(const Shape& shape, int skip_dim = -1);
 
+// The cheap test run on every debug-mode call: true when the wire signatures agree on every field the op's rules
+// compare. Only when it is false are they decoded and checked in full.
+[[nodiscard]] bool wire_signatures_agree(const std::vector<WireSignature>& signatures) noexcept;
+
 // Compares the signatures of one call on every rank (index = rank). Returns the report when they do not agree by the
 // rules of the op, nullopt when they do. Deterministic: every rank computes the same answer from the same input.
 [[nodiscard]] std::optional<std::string> check_signatures(const std::vector<Signature>& signatures);

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 namespace lockstep {
 
@@ -61,11 +61,11 @@ public:
     Allocator(const Allocator&) = delete;
     Allocator& operator=(const Allocator&) = delete;
 
-    // Returns a block of at least `bytes` bytes (64-byte aligned on the host, 256 on CUDA); throws OutOfMemoryError.
-    // A zero-byte request returns a valid, unique, non-null pointer.
-    [[nodiscard]] void* allocate(std::size_t bytes);
-    // Returns a block obtained from allocate() to the cache. Pointers this allocator did not hand out are ignored.
-    void deallocate(void* ptr) noexcept;
+    // Returns a block of at least `bytes` bytes (64-byte aligned on the host, 256 on CUDA) and stores its size in
+    // *block_bytes; throws OutOfMemoryError. A zero-byte request returns a valid, unique, non-null pointer.
+    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t* block_bytes);
+    // Returns a block to the cache; `block_bytes` is the size allocate() reported for it.
+    void deallocate(void* ptr, std::size_t block_bytes) noexcept;
 
     [[nodiscard]] AllocatorStats stats() const;
     // Gives every cached block back to the system.
@@ -90,8 +90,8 @@ private:
 
     Device device_;
     mutable std::mutex mutex_;
-    std::multimap<std::size_t, void*> cache_;      // block size -> free block
-    std::unordered_map<void*, std::size_t> live_;  // block handed out -> its size
+    std::map<std::size_t, std::vector<void*>> cache_;  // block size -> free blocks (capacity for every live block)
+    std::map<std::size_t, std::size_t> live_blocks_;    // block size -> blocks obtained from the system
     AllocatorStats stats_;
 };
 
@@ -118,6 +118,7 @@ public:
 private:
     Allocator* allocator_;
     std::size_t bytes_;
+    std::size_t block_bytes_ = 0;
     void* data_;
 };
 
