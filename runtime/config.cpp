@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <forward_list>
 #include <fstream>
-#include <limits>
 #include <mutex>
 #include <set>
 #include <system_error>
@@ -105,7 +104,7 @@ std::optional<std::size_t> memory_limit_value(std::string_view text, const std::
     try {
         bytes = parse_bytes(body);
     } catch (const InvalidArgumentError& error) {
-        throw ConfigError(source, fmt::format("{}; accepted: {}", error.what(), memory_accepted));
+        throw ConfigError(source, fmt::format("{}, or 'none' (or empty) for no cap", error.what()));
     }
     // A zero cap does not mean "no cap": it makes every allocation fail, which is never what was meant.
     if (bytes == 0) {
@@ -135,7 +134,7 @@ int count_value(std::string_view text, const std::string& source, std::string_vi
 }
 
 std::string mixed_precision_value(std::string_view text, const std::string& source) {
-    const std::string mode = lowercase(trim(text));
+    std::string mode = lowercase(trim(text));
     if (mode == "no" || mode == "fp16" || mode == "bf16" || mode == "fp8") return mode;
     reject(source, text, "a mixed-precision mode", mixed_precision_accepted);
 }
@@ -175,8 +174,9 @@ constexpr std::array settings = {
             [](Config& c, std::string_view t, const std::string& s) {
                 c.num_machines = count_value(t, s, "a number of machines");
             }},
-    Setting{"mixed_precision", nullptr,
-            [](Config& c, std::string_view t, const std::string& s) { c.mixed_precision = mixed_precision_value(t, s); }},
+    Setting{
+        "mixed_precision", nullptr,
+        [](Config& c, std::string_view t, const std::string& s) { c.mixed_precision = mixed_precision_value(t, s); }},
     Setting{"compute_environment", nullptr,
             [](Config& c, std::string_view t, const std::string& s) {
                 c.compute_environment = name_value(t, s, "a compute environment");
@@ -189,6 +189,7 @@ constexpr std::array settings = {
 
 // Keys that Accelerate writes (cluster and SageMaker configs, including the legacy fp16 and dynamo_backend) and that
 // lockstep has no use for. They are accepted without a warning so that an Accelerate config file can be shared.
+// clang-format off
 constexpr std::string_view accelerate_unused_keys[] = {
     "use_cpu", "machine_rank", "gpu_ids", "main_process_ip", "main_process_port", "rdzv_backend", "same_network",
     "main_training_function", "enable_cpu_affinity", "downcast_bf16", "fp8_config", "deepspeed_config",
@@ -198,6 +199,7 @@ constexpr std::string_view accelerate_unused_keys[] = {
     "region", "base_job_name", "pytorch_version", "transformers_version", "py_version", "sagemaker_inputs_file",
     "sagemaker_metrics_file", "additional_args",
 };
+// clang-format on
 
 const Setting* find_setting(std::string_view key) {
     const auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& s) { return s.key == key; });
@@ -250,11 +252,16 @@ std::string position(const std::string& path, const YAML::Mark& mark) {
 
 std::string_view kind_name(const YAML::Node& node) {
     switch (node.Type()) {
-        case YAML::NodeType::Null: return "null";
-        case YAML::NodeType::Scalar: return "single value";
-        case YAML::NodeType::Sequence: return "list";
-        case YAML::NodeType::Map: return "mapping";
-        case YAML::NodeType::Undefined: break;
+        case YAML::NodeType::Null:
+            return "null";
+        case YAML::NodeType::Scalar:
+            return "single value";
+        case YAML::NodeType::Sequence:
+            return "list";
+        case YAML::NodeType::Map:
+            return "mapping";
+        case YAML::NodeType::Undefined:
+            break;
     }
     return "undefined node";
 }
@@ -303,9 +310,9 @@ void apply_file(const std::string& path, Config& into) {
     const std::vector<YAML::Node> documents = parse_yaml(path);
     into.config_file = path;
     if (documents.size() > 1) {
-        throw ConfigError(position(path, documents[1].Mark()),
-                          fmt::format("the file holds {} YAML documents; a config file holds exactly one",
-                                      documents.size()));
+        throw ConfigError(
+            position(path, documents[1].Mark()),
+            fmt::format("the file holds {} YAML documents; a config file holds exactly one", documents.size()));
     }
     if (documents.empty() || documents.front().IsNull()) return;  // empty or only comments: nothing set
     const YAML::Node& root = documents.front();
@@ -351,10 +358,18 @@ void apply_file(const std::string& path, Config& into) {
 
 // ------------------------------------------------------------------------------ the environment
 
+using VariableSet = std::set<std::string, std::less<>>;
+
+// The launcher forwards its flags as the same variables a user could set, so only its list tells them apart.
+std::string variable_source(const char* variable, const VariableSet& launcher) {
+    return launcher.contains(variable) ? fmt::format("launcher flag ({})", variable)
+                                       : fmt::format("environment {}", variable);
+}
+
 // The variables the launcher set from its flags. Each must be present: a listed variable missing here means the
 // launcher's forwarding did not reach this rank, which would leave this rank configured unlike the others.
-std::set<std::string, std::less<>> launcher_variables(const EnvironmentLookup& env) {
-    std::set<std::string, std::less<>> names;
+VariableSet launcher_variables(const EnvironmentLookup& env) {
+    VariableSet names;
     const auto list = env(env_names::launcher_flags);
     if (!list) return names;
     std::string_view rest = *list;
@@ -364,7 +379,7 @@ std::set<std::string, std::less<>> launcher_variables(const EnvironmentLookup& e
         rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
         if (name.empty()) continue;
         if (!env(name)) {
-            throw ConfigError(fmt::format("environment {}", env_names::launcher_flags),
+            throw ConfigError(variable_source(env_names::launcher_flags, {}),
                               fmt::format("'{}' names {}, which is not set in this process; the launcher's "
                                           "variables were not forwarded to this rank",
                                           *list, name));
@@ -381,27 +396,21 @@ struct ConfigFileChoice {
 };
 
 ConfigFileChoice choose_config_file(const ConfigOverrides& overrides, const EnvironmentLookup& env,
-                                    const std::set<std::string, std::less<>>& launcher) {
+                                    const VariableSet& launcher) {
     // An empty name, from the API or the variable, asks for no config file at all.
     auto named = [](const std::string& name, std::string source) {
         return ConfigFileChoice{name.empty() ? std::nullopt : std::optional(name), std::move(source), true};
     };
     if (overrides.config_file) return named(*overrides.config_file, api_source);
-    if (auto name = env(env_names::config_file)) {
-        const bool from_launcher = launcher.contains(env_names::config_file);
-        return named(*name, from_launcher ? fmt::format("launcher flag ({})", env_names::config_file)
-                                          : fmt::format("environment {}", env_names::config_file));
-    }
+    if (auto name = env(env_names::config_file)) return named(*name, variable_source(env_names::config_file, launcher));
     // XDG Base Directory: an unset or empty XDG_CONFIG_HOME means ~/.config.
     if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty()) {
-        return {(std::filesystem::path(*xdg) / "lockstep" / "config.yaml").string(),
-                "default ($XDG_CONFIG_HOME/lockstep/config.yaml)", false};
+        return {(std::filesystem::path(*xdg) / "lockstep" / "config.yaml").string(), "default", false};
     }
     if (auto home = env("HOME"); home && !home->empty()) {
-        return {(std::filesystem::path(*home) / ".config" / "lockstep" / "config.yaml").string(),
-                "default (~/.config/lockstep/config.yaml)", false};
+        return {(std::filesystem::path(*home) / ".config" / "lockstep" / "config.yaml").string(), "default", false};
     }
-    return {std::nullopt, "default (neither XDG_CONFIG_HOME nor HOME is set)", false};
+    return {std::nullopt, "default; neither XDG_CONFIG_HOME nor HOME is set", false};
 }
 
 void apply_overrides(const ConfigOverrides& overrides, Config& config) {
@@ -431,8 +440,9 @@ void apply_overrides(const ConfigOverrides& overrides, Config& config) {
     }
     if (overrides.cpu_memory_limit) {
         if (*overrides.cpu_memory_limit == 0) {
-            throw ConfigError(api_source, "cpu_memory_limit '0' is a cap of 0 bytes, under which every allocation "
-                                          "fails; accepted: a positive number of bytes, or no value for no cap");
+            throw ConfigError(api_source,
+                              "cpu_memory_limit '0' is a cap of 0 bytes, under which every allocation "
+                              "fails; accepted: a positive number of bytes, or no value for no cap");
         }
         config.cpu_memory_limit = overrides.cpu_memory_limit;
         sources["cpu_memory_limit"] = api_source;
@@ -462,11 +472,16 @@ InstalledConfigs& installed_configs() {
 
 std::string_view log_level_name(LogLevel level) noexcept {
     switch (level) {
-        case LogLevel::Debug: return "DEBUG";
-        case LogLevel::Info: return "INFO";
-        case LogLevel::Warning: return "WARNING";
-        case LogLevel::Error: return "ERROR";
-        case LogLevel::Critical: return "CRITICAL";
+        case LogLevel::Debug:
+            return "DEBUG";
+        case LogLevel::Info:
+            return "INFO";
+        case LogLevel::Warning:
+            return "WARNING";
+        case LogLevel::Error:
+            return "ERROR";
+        case LogLevel::Critical:
+            return "CRITICAL";
     }
     return "UNKNOWN";
 }
@@ -474,9 +489,9 @@ std::string_view log_level_name(LogLevel level) noexcept {
 std::optional<LogLevel> parse_log_level(std::string_view text) noexcept {
     for (auto level : {LogLevel::Debug, LogLevel::Info, LogLevel::Warning, LogLevel::Error, LogLevel::Critical}) {
         const std::string_view name = log_level_name(level);
-        if (text.size() == name.size() &&
-            std::equal(text.begin(), text.end(), name.begin(),
-                       [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; })) {
+        if (text.size() == name.size() && std::equal(text.begin(), text.end(), name.begin(), [](char a, char b) {
+                return std::toupper(static_cast<unsigned char>(a)) == b;
+            })) {
             return level;
         }
     }
@@ -485,8 +500,8 @@ std::optional<LogLevel> parse_log_level(std::string_view text) noexcept {
 
 std::optional<bool> parse_bool(std::string_view text) noexcept {
     static constexpr std::pair<std::string_view, bool> spellings[] = {
-        {"1", true},     {"0", false}, {"true", true}, {"false", false},
-        {"yes", true},   {"no", false}, {"on", true},  {"off", false},
+        {"1", true},   {"0", false},  {"true", true}, {"false", false},
+        {"yes", true}, {"no", false}, {"on", true},   {"off", false},
     };
     for (const auto& [spelling, value] : spellings) {
         if (text.size() == spelling.size() &&
@@ -542,9 +557,7 @@ Config Config::resolve(const ConfigOverrides& overrides, const EnvironmentLookup
         if (setting.variable == nullptr) continue;
         const auto text = env(setting.variable);
         if (!text) continue;
-        const std::string source = launcher.contains(setting.variable)
-                                       ? fmt::format("launcher flag ({})", setting.variable)
-                                       : fmt::format("environment {}", setting.variable);
+        const std::string source = variable_source(setting.variable, launcher);
         setting.apply(config, *text, source);
         config.sources[std::string(setting.key)] = source;
     }
@@ -582,6 +595,7 @@ std::string Config::describe() const {
 
 const Config& config() {
     if (const Config* installed = installed_configs().current.load(std::memory_order_acquire)) return *installed;
+    // A throwing initialiser leaves the static uninitialised, so every caller sees the ConfigError, not a half Config.
     static const Config from_environment = Config::resolve();
     return from_environment;
 }
