@@ -1,5 +1,7 @@
 #include <lockstep/communicator.hpp>
 #include <lockstep/config.hpp>
+#include <lockstep/inventory.hpp>
+#include <lockstep/straggler.hpp>
 #include <lockstep/kernels.hpp>
 #include <lockstep/runtime.hpp>
 
@@ -8,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -50,7 +53,21 @@ std::uint64_t& communicator_counter() {
     return counter;
 }
 
+// Process-wide totals for the straggler report: nanoseconds inside collectives, and when the world was created.
+std::atomic<std::int64_t> wait_nanoseconds{0};
+std::atomic<std::int64_t> world_start_nanoseconds{0};
+
 }  // namespace
+
+namespace detail {
+double process_wait_seconds() { return static_cast<double>(wait_nanoseconds.load()) * 1e-9; }
+double seconds_since_world_start() {
+    const std::int64_t start = world_start_nanoseconds.load();
+    if (start == 0) return 0.0;
+    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    return static_cast<double>(now - start) * 1e-9;
+}
+}  // namespace detail
 
 // -------------------------------------------------------------------------------------------------- Impl
 
@@ -181,7 +198,9 @@ struct Communicator::Impl {
             ~EndGuard() {
                 const auto now = Clock::now();
                 if (watched) detail::Watchdog::instance().end(now);
-                self->stats.wait_seconds += std::chrono::duration<double>(now - start).count();
+                const auto spent = std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
+                self->stats.wait_seconds += static_cast<double>(spent) * 1e-9;
+                wait_nanoseconds.fetch_add(spent, std::memory_order_relaxed);
             }
         } guard{this, watched, start};
 
@@ -255,6 +274,11 @@ Communicator& Communicator::world() {
     std::scoped_lock lock(mutex);
     if (!world) {
         world = std::make_unique<Communicator>(Runtime::get().comm());
+        world_start_nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+        // On a duplicate, so that the checks' collectives do not count among the world's call numbers.
+        Communicator checks = world->dup();
+        run_startup_checks(checks);
+        detail::at_runtime_report([] { return straggler_report(Communicator::world()); });
         // Freed while MPI still runs; the watchdog shows the phase if another rank is still waiting for this one.
         detail::at_runtime_finalize([] {
             detail::Watchdog::instance().set_phase("in lockstep::Runtime::finalize / MPI_Finalize");

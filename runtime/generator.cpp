@@ -1,5 +1,8 @@
 #include <lockstep/config.hpp>
 #include <lockstep/generator.hpp>
+#include <lockstep/runtime.hpp>
+
+#include <cstdlib>
 
 #include <cmath>
 #include <numbers>
@@ -56,6 +59,12 @@ double Generator::next_normal() {
 Generator& default_generator() {
     static Generator generator(config().seed);
     return generator;
+}
+
+void set_seed(std::uint64_t seed, bool device_specific) {
+    const std::uint64_t effective = device_specific ? seed + static_cast<std::uint64_t>(current_identity().rank) : seed;
+    default_generator().manual_seed(effective);
+    std::srand(static_cast<unsigned>(effective));
 }
 
 }  // namespace lockstep

@@ -64,6 +64,11 @@ std::vector<std::function<void()>>& finalize_hooks() {
     return hooks;
 }
 std::mutex hooks_mutex;
+
+std::vector<std::function<std::string()>>& report_sections() {
+    static std::vector<std::function<std::string()>> sections;
+    return sections;
+}
 std::unique_ptr<Runtime>& runtime_slot() {
     static std::unique_ptr<Runtime> slot;
     return slot;
@@ -183,12 +188,30 @@ void detail::at_runtime_finalize(std::function<void()> hook) {
     finalize_hooks().push_back(std::move(hook));
 }
 
+void detail::at_runtime_report(std::function<std::string()> section) {
+    std::scoped_lock lock(hooks_mutex);
+    report_sections().push_back(std::move(section));
+}
+
+std::string Runtime::report() {
+    (void)get();  // throws when not initialised
+    std::vector<std::function<std::string()>> sections;
+    {
+        std::scoped_lock lock(hooks_mutex);
+        sections = report_sections();
+    }
+    std::string text;
+    for (const auto& section : sections) text += section();
+    return text;
+}
+
 void Runtime::finalize() {
     if (!initialized()) return;
     std::vector<std::function<void()>> hooks;
     {
         std::scoped_lock lock(hooks_mutex);
         hooks.swap(finalize_hooks());
+        report_sections().clear();  // they belong to this initialisation's communicators
     }
     for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
     std::scoped_lock lock(runtime_mutex);

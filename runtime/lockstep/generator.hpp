@@ -27,4 +27,9 @@ private:
 // The generator that factories use when none is passed. Seeded from Config `seed` when first used.
 [[nodiscard]] Generator& default_generator();
 
+// Seeds every lockstep generator (the default generator, which CUDA tensors draw from too, so CPU and CUDA tensors of
+// the same seed are bitwise identical) and the C library's rand(). With device_specific, each process adds its rank,
+// so that processes draw different streams (dropout masks, data augmentation) that are still reproducible.
+void set_seed(std::uint64_t seed, bool device_specific = false);
+
 }  // namespace lockstep

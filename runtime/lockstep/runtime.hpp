@@ -57,6 +57,9 @@ public:
     [[nodiscard]] static Runtime& get();
     // Frees lockstep's communicators and calls MPI_Finalize if lockstep initialised MPI. Idempotent.
     static void finalize();
+    // Collective over every process: the end-of-run report of every layer that registered one (the straggler table
+    // of the collectives), logged on the main process and returned.
+    static std::string report();
 
     [[nodiscard]] const ProcessIdentity& identity() const noexcept { return identity_; }
     [[nodiscard]] const Config& config() const noexcept { return config_; }
@@ -101,6 +104,8 @@ namespace detail {
 // Called at the start of Runtime::finalize, while MPI still runs, in the reverse order of registration (upper layers
 // free their communicators here). A hook must not call Runtime::init or Runtime::finalize.
 void at_runtime_finalize(std::function<void()> hook);
+// A section of Runtime::report(); it may run collectives (every rank calls report()).
+void at_runtime_report(std::function<std::string()> section);
 }  // namespace detail
 
 // MPI datatype for a DType (float16/bfloat16 travel as 16-bit unsigned integers; reductions on them widen to float32).

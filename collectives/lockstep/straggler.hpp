@@ -1,0 +1,33 @@
+#pragma once
+// Straggler report: where each rank's time went, compute against waiting in collectives.
+//
+// Every collective adds its wall time to its process's wait total (the clock readings the watchdog uses anyway). A rank
+// that computes longer than the others makes them wait in the next collective, so the rank that waits least is the
+// one the others wait for. The report gathers (time since start, wait) from every rank in one MPI_Allgather.
+
+#include <lockstep/communicator.hpp>
+
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+struct StragglerRow {
+    int rank = 0;
+    std::string host;
+    double elapsed_seconds = 0.0;  // since Communicator::world() was created
+    double wait_seconds = 0.0;     // inside collectives
+    [[nodiscard]] double compute_seconds() const { return elapsed_seconds - wait_seconds; }
+};
+
+// This process's totals: seconds since the world communicator was created, and seconds inside collectives of any
+// communicator.
+[[nodiscard]] StragglerRow local_straggler_row();
+// Collective over `comm`: every rank's row, in rank order.
+[[nodiscard]] std::vector<StragglerRow> gather_straggler_rows(Communicator& comm);
+// The table and the verdict naming the rank the others wait for.
+[[nodiscard]] std::string format_straggler_report(const std::vector<StragglerRow>& rows);
+// Collective over `comm`: gathers, formats, and logs the report on the main process; returns it on every rank.
+std::string straggler_report(Communicator& comm = Communicator::world());
+
+}  // namespace lockstep
