@@ -3,6 +3,7 @@
 #include <lockstep/inventory.hpp>
 #include <lockstep/straggler.hpp>
 #include <lockstep/kernels.hpp>
+#include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
 
 #include "device_staging.hpp"
@@ -221,7 +222,10 @@ struct Communicator::Impl {
         std::vector<Signature> sigs;
         sigs.reserve(all.size());
         for (const auto& w : all) sigs.push_back(from_wire(w));
-        if (auto report = check_signatures(sigs)) throw SignatureMismatchError(std::move(*report), std::move(sigs));
+        if (auto report = check_signatures(sigs)) {
+            get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
+            throw SignatureMismatchError(std::move(*report), std::move(sigs));
+        }
     }
 
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.

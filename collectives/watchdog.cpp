@@ -1,5 +1,6 @@
 #include "watchdog.hpp"
 
+#include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
 
 #include <arpa/inet.h>
@@ -396,12 +397,12 @@ void Watchdog::State::loop(Watchdog& owner) {
         });
         bool reporter = false;
         std::string report = owner.build_report(*stuck, waited, &reporter);
+        const Logger log = get_logger("lockstep.watchdog");
         if (reporter) {
-            std::fprintf(stderr, "%s\nEnding the job (exit code 124).\n", report.c_str());
+            log.critical(every_rank, "{}\nEnding the job (exit code 124).", report);
         } else {
-            std::fprintf(stderr,
-                         "lockstep: rank %d: %s timed out after %.1f s; the lowest waiting rank prints the report\n",
-                         world_rank, record_text(*stuck).c_str(), waited);
+            log.error(every_rank, "{} timed out after {:.1f} s; the lowest waiting rank prints the report",
+                      record_text(*stuck), waited);
         }
         std::fflush(stderr);
         // Give the reporter time to print before any process ends the job; peers keep being answered meanwhile.
