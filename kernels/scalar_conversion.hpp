@@ -10,11 +10,18 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__CUDACC__)
+#define LOCKSTEP_HOST_DEVICE __host__ __device__
+#else
+#define LOCKSTEP_HOST_DEVICE
+#endif
+
 namespace lockstep::kernels {
 
-[[nodiscard]] inline std::int64_t saturate_to_int64(double v) noexcept {
+// Also compiled for the GPU, where the CUDA backend applies the same rule.
+[[nodiscard]] LOCKSTEP_HOST_DEVICE inline std::int64_t saturate_to_int64(double v) noexcept {
     constexpr double two_63 = 9223372036854775808.0;
-    if (std::isnan(v)) return 0;
+    if (v != v) return 0;  // NaN
     if (v >= two_63) return std::numeric_limits<std::int64_t>::max();
     if (v < -two_63) return std::numeric_limits<std::int64_t>::min();
     return static_cast<std::int64_t>(v);
@@ -33,7 +40,8 @@ namespace lockstep::kernels {
 [[nodiscard]] inline float round_to_odd_float(std::int64_t v) noexcept {
     constexpr std::uint64_t exact_limit = std::uint64_t{1} << 53;
     const bool negative = v < 0;
-    const std::uint64_t magnitude = negative ? std::uint64_t{0} - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+    const std::uint64_t magnitude =
+        negative ? std::uint64_t{0} - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
     if (magnitude <= exact_limit) return round_to_odd_float(static_cast<double>(v));
     // Keep the top 24 bits and fold every dropped bit into the lowest kept one (the sticky bit).
     const int shift = std::bit_width(magnitude) - 24;

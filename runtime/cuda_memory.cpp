@@ -178,7 +178,7 @@ void empty_all_caches() {
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
     if (bytes == 0) return;
     if (dst_device.is_cpu() && src_device.is_cpu()) {
-        std::memcpy(dst, src, bytes);
+        std::memmove(dst, src, bytes);  // views of one storage may overlap
         return;
     }
 #if LOCKSTEP_HAVE_CUDA

@@ -17,13 +17,17 @@
 
 namespace lockstep::ops {
 
-// ---- fill, copy, cast
+// ---- fill, copy, cast. Conversions between dtypes: floating to integer truncates toward zero into int64 (saturating
+// at its bounds, NaN becomes 0) and then wraps into the target width, as C++ converts one integer type to another;
+// anything to bool is `!= 0`; anything to float16/bfloat16 rounds once, to nearest even, from the exact value.
+// fill_ converts `value` by the same rules.
 Tensor& fill_(Tensor& t, double value);
 // Copies src into dst elementwise, converting dtype if they differ; equal element counts required (shapes may differ).
 Tensor& copy_(Tensor& dst, const Tensor& src);
 [[nodiscard]] Tensor cast(const Tensor& t, DType dtype);
 
-// ---- elementwise
+// ---- elementwise. Integer arithmetic wraps modulo 2^bits (two's complement) and division truncates toward zero.
+// A scalar applied to an integer tensor must be an integer value (InvalidArgumentError otherwise: cast first).
 [[nodiscard]] Tensor add(const Tensor& a, const Tensor& b);
 [[nodiscard]] Tensor sub(const Tensor& a, const Tensor& b);
 [[nodiscard]] Tensor mul(const Tensor& a, const Tensor& b);
@@ -43,8 +47,8 @@ Tensor& scale_(Tensor& t, double alpha);
 
 // ---- reductions. Whole-tensor reductions return a 0-d tensor. Integer and bool sums accumulate and return int64;
 // floating sums keep the dtype (float16/bfloat16 accumulate in float32). mean is floating only (DTypeError on
-// integers). max/min of an empty tensor is an InvalidArgumentError. Along a dimension (negative counts from the end),
-// the dimension is removed unless keepdim.
+// integers). max/min keep the dtype (bool included) and propagate NaN; max/min of an empty tensor is an
+// InvalidArgumentError. Along a dimension (negative counts from the end), the dimension is removed unless keepdim.
 [[nodiscard]] Tensor sum(const Tensor& t);
 [[nodiscard]] Tensor mean(const Tensor& t);
 [[nodiscard]] Tensor max(const Tensor& t);
