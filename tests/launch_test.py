@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Runs the real `lockstep` program (launch, config, env, test) and checks what it prints and how it exits.
+
+Usage: launch_test.py LOCKSTEP CHILD CASE [NP]
+LOCKSTEP is the built program, CHILD tests/launch_child (prints each rank's settings as one JSON line).
+Every case uses real processes, real mpirun and real files in a temporary directory.
+"""
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok:   " if ok else "FAIL: ") + what)
+    if not ok:
+        FAILURES.append(what)
+
+
+def run(args, env=None, input_text=None, timeout=120):
+    proc = subprocess.run(args, env=env if env is not None else os.environ.copy(), input=input_text,
+                          capture_output=True, text=True, timeout=timeout)
+    print(f"$ {' '.join(args)}  -> {proc.returncode}")
+    if proc.stdout:
+        print(proc.stdout[-3000:])
+    if proc.stderr:
+        print("stderr:", proc.stderr[-3000:])
+    return proc
+
+
+def child_lines(stdout):
+    return sorted((json.loads(l) for l in stdout.splitlines() if l.startswith("{")), key=lambda j: j["rank"])
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def case_dry_run(lockstep, child, tmp, _):
+    env = dict(os.environ, LOCKSTEP_SEED="7")
+    env.pop("SLURM_JOB_ID", None)
+    base = [lockstep, "launch", "--dry-run", "--json", "-n", "4", "--npernode", "2", "--hostfile", "hosts",
+            "--debug", "--log-level", "info", "--timeout", "30", "--mpirun-args", "--tag-output --bind-to 'core'"]
+    flags = "LOCKSTEP_DEBUG_MODE,LOCKSTEP_LOG_LEVEL,LOCKSTEP_TIMEOUT"
+    expected_env = {"LOCKSTEP_DEBUG_MODE": "1", "LOCKSTEP_LOG_LEVEL": "info", "LOCKSTEP_TIMEOUT": "30",
+                    "LOCKSTEP_SEED": "7", "LOCKSTEP_LAUNCHER_FLAGS": flags, "LOCKSTEP_CONFIG_FILE": ""}
+    forwarded = sorted(expected_env)
+
+    p = run(base + ["--launcher", "openmpi", "--", child, "--debug", "x"], env)
+    plan = json.loads(p.stdout)
+    cmd = plan["command"]
+    check(p.returncode == 0 and plan["launcher"] == "openmpi", "openmpi dry run succeeds")
+    head = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    xs = [w for name in forwarded for w in ("-x", name)]
+    check(cmd == head + ["-np", "4", "--hostfile", "hosts", "--map-by", "ppr:2:node"] + xs +
+          ["--tag-output", "--bind-to", "core", child, "--debug", "x"], f"openmpi command: {cmd}")
+    check(plan["environment"] == expected_env, "openmpi: every LOCKSTEP_* variable with its value")
+
+    p = run(base + ["--launcher", "hydra", child], env)
+    cmd = json.loads(p.stdout)["command"]
+    genv = [w for name in forwarded for w in ("-genv", name, expected_env[name])]
+    check(cmd == ["mpirun", "-n", "4", "-f", "hosts", "-ppn", "2"] + genv +
+          ["--tag-output", "--bind-to", "core", child], f"hydra command: {cmd}")
+
+    slurm_env = dict(env, SLURM_JOB_ID="4242")
+    p = run(base + [child], slurm_env)  # --launcher auto: inside an allocation srun is chosen
+    plan = json.loads(p.stdout)
+    check(plan["launcher"] == "srun" and "4242" in plan["detected_from"], "SLURM_JOB_ID selects srun")
+    check(plan["command"] == ["srun", "--ntasks=4", "--nodefile=hosts", "--ntasks-per-node=2",
+                              "--export=ALL," + ",".join(forwarded), "--tag-output", "--bind-to", "core", child],
+          f"srun command: {plan['command']}")
+    p = run(base + ["--launcher", "openmpi", child], slurm_env)
+    check(json.loads(p.stdout)["launcher"] == "openmpi", "--launcher overrides Slurm detection")
+
+    p = run([lockstep, "launch", "--dry-run", "-n", "2", "--no-debug", child, "a b"], env)
+    check(p.returncode == 0 and "export LOCKSTEP_DEBUG_MODE=0" in p.stdout and "'a b'" in p.stdout,
+          "text dry run prints exports and a shell-quoted command")
+    check("openmpi" in p.stdout.splitlines()[0], "auto detects OpenMPI from mpirun --version")
+
+    for bad, word in ([["--bogus"], "--bogus"], [["--timeout", "soon"], "LOCKSTEP_TIMEOUT"],
+                      [["--log-level", "loud"], "LOCKSTEP_LOG_LEVEL"], [["--mpirun-args", "'open"], "unterminated"],
+                      [["--debug", "--no-debug"], "--no-debug"], [["--launcher", "pbs"], "pbs"], [[], "no program"]):
+        p = run([lockstep, "launch", "--dry-run"] + bad + ([child] if bad else []), env)
+        check(p.returncode == 2 and word in p.stderr, f"usage error (exit 2) naming {word}")
+
+
+def case_precedence(lockstep, child, tmp, _):
+    config = write(os.path.join(tmp, "c.yaml"), "lockstep: 1\ndebug: true\ntimeout: 45\nnum_processes: 2\n")
+    env = dict(os.environ, LOCKSTEP_LOG_LEVEL="error")
+    p = run([lockstep, "launch", "--config", config, "--no-debug", "--", child], env)
+    ranks = child_lines(p.stdout)
+    check(p.returncode == 0 and len(ranks) == 2, "num_processes comes from the config file (2 ranks)")
+    for r in ranks:
+        check(r["debug"] is False and r["sources"]["debug"] == "launcher flag (LOCKSTEP_DEBUG_MODE)",
+              f"rank {r['rank']}: --no-debug wins over 'debug: true', reported as a launcher flag")
+        check(r["timeout"] == 45 and r["sources"]["timeout"].startswith(config + ":3:"),
+              f"rank {r['rank']}: timeout from the file with file:line:column")
+        check(r["log_level"] == "ERROR" and r["sources"]["log_level"] == "environment LOCKSTEP_LOG_LEVEL",
+              f"rank {r['rank']}: variable from the caller's environment is forwarded")
+    p = run([lockstep, "launch", "--config", config, "--dry-run", "--json", "-n", "3", child])
+    plan = json.loads(p.stdout)
+    check(plan["num_processes"] == 3 and plan["num_processes_source"] == "flag --num-processes",
+          "-n wins over the file's num_processes")
+    p = run([lockstep, "launch", "--config", config, "--dry-run", "--json", child])
+    check(json.loads(p.stdout)["num_processes_source"].startswith(config + ":4:"), "num_processes source is file:line")
+
+
+def case_launch(lockstep, child, tmp, np):
+    p = run([lockstep, "launch", "-n", np, "--debug", "--log-level", "info", "--timeout", "12", "--", child,
+             "--exit", "0"])
+    ranks = child_lines(p.stdout)
+    check(p.returncode == 0, "the job exits 0")
+    check([r["rank"] for r in ranks] == list(range(int(np))), f"{np} ranks ran, each once")
+    for r in ranks:
+        check(r["size"] == int(np) and r["debug"] is True and r["log_level"] == "INFO" and r["timeout"] == 12,
+              f"rank {r['rank']} sees the flags' values")
+        check(r["sources"]["timeout"] == "launcher flag (LOCKSTEP_TIMEOUT)", f"rank {r['rank']} knows the source")
+
+
+def case_exit_codes(lockstep, child, tmp, _):
+    p = run([lockstep, "launch", "-n", "2", child, "--exit", "3"])
+    check(p.returncode == 3, f"a child exiting 3 makes launch exit 3 (got {p.returncode})")
+    p = run([lockstep, "launch", "-n", "1", child, "--signal", "9"])
+    check(p.returncode == 128 + 9, f"a child killed by SIGKILL makes launch exit 137 (got {p.returncode})")
+    # SIGTERM sent to the launcher reaches the job: it ends promptly instead of running on.
+    proc = subprocess.Popen([lockstep, "launch", "-n", "2", "--", "sleep", "60"])
+    time.sleep(1.5)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = None
+    check(rc not in (None, 0) and time.monotonic() - start < 20, f"SIGTERM is forwarded and the job ends (exit {rc})")
+    p = run([lockstep, "launch", "--launcher", "openmpi", "--mpirun", "/nonexistent/mpirun", child])
+    check(p.returncode == 1 and "/nonexistent/mpirun" in p.stderr, "a launcher that cannot start: exit 1, named")
+
+
+def case_config(lockstep, child, tmp, _):
+    path = os.path.join(tmp, "sub", "config.yaml")
+    p = run([lockstep, "config", "--default", "--file", path])
+    check(p.returncode == 0 and os.path.exists(path), "config --default writes the file (and its directory)")
+    text = open(path).read()
+    check("lockstep: 1" in text, "the file carries the schema version")
+    p = run([lockstep, "config", "--check", path])
+    check(p.returncode == 0 and "valid" in p.stdout and f"({path}:" in p.stdout, "config --check accepts it, with sources")
+    p = run([lockstep, "config", "--default", "--file", path])
+    check(p.returncode == 1 and "--force" in p.stderr, "an existing file is not replaced without --force")
+    p = run([lockstep, "config", "--default", "--file", path, "--force"])
+    check(p.returncode == 0, "--force replaces it")
+    p = run([lockstep, "config", "--interactive", "--file", path, "--force"],
+            input_text="4\nmaybe\nyes\ndebug\n\n8GiB\n\nbf16\n")
+    check(p.returncode == 0 and "not" in p.stdout, "interactive: a bad answer is explained and asked again")
+    p = run([lockstep, "config", "--check", path])
+    check("num_processes: 4" in p.stdout and "debug: true" in p.stdout and "log_level: DEBUG" in p.stdout and
+          "8 GiB" in p.stdout.replace("8.00 GiB", "8 GiB"), "interactive answers round-trip through --check")
+    # On a terminal the questions are asked without --interactive.
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([lockstep, "config", "--file", path, "--force"], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    os.write(master, b"3\n\n\n\n\n\n\n")
+    seen = b""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    rc = proc.wait(timeout=10)
+    os.close(master)
+    print(seen.decode(errors="replace"))
+    check(rc == 0 and b"How many processes" in seen and b"wrote" in seen, "on a terminal the questions are asked")
+    p = run([lockstep, "config", "--check", path])
+    check("num_processes: 3" in p.stdout, "the terminal's answers are written")
+    p = run([lockstep, "config", "--file", path, "--force"], input_text="")
+    check(p.returncode == 2 and "--interactive" in p.stderr, "without a terminal: usage error pointing to the flags")
+    accelerate = write(os.path.join(tmp, "accelerate.yaml"),
+                       "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n"
+                       "mixed_precision: bf16\nuse_cpu: false\n")
+    p = run([lockstep, "config", "--check", accelerate])
+    check(p.returncode == 0 and "num_processes: 8" in p.stdout, "an Accelerate config file is read")
+
+
+def case_malformed(lockstep, child, tmp, _):
+    bad = write(os.path.join(tmp, "bad.yaml"), "lockstep: 1\ntimeout: [1, 2\n")
+    p = run([lockstep, "config", "--check", bad])
+    check(p.returncode == 1 and f"{bad}:" in p.stderr, "malformed YAML: exit 1 naming file:line")
+    wrong = write(os.path.join(tmp, "wrong.yaml"), "lockstep: 1\ndebug: maybe\n")
+    p = run([lockstep, "config", "--check", wrong])
+    check(p.returncode == 1 and f"{wrong}:2:8" in p.stderr, "a bad value: exit 1 naming file:line:column")
+    typo = write(os.path.join(tmp, "typo.yaml"), "lockstep: 1\ntimout: 3\n")
+    p = run([lockstep, "config", "--check", typo])
+    check(p.returncode == 1 and "timeout" in p.stderr, "an unknown key is reported with the likely key")
+    p = run([lockstep, "config", "--check", os.path.join(tmp, "absent.yaml")])
+    check(p.returncode == 2, "a missing file is a usage error")
+    p = run([lockstep, "launch", "--config", wrong, "--dry-run", "prog"])
+    check(p.returncode == 2 and f"{wrong}:2:8" in p.stderr, "launch --config with a bad file: exit 2, file:line:column")
+    p = run([lockstep, "env"], dict(os.environ, LOCKSTEP_CONFIG_FILE=wrong))
+    check(p.returncode == 1 and f"{wrong}:2:8" in p.stdout, "env reports the broken config file and exits 1")
+
+
+def case_env(lockstep, child, tmp, _):
+    env = dict(os.environ, LOCKSTEP_SEED="11", SLURM_JOB_ID="77", PMIX_TEST="p", OMPI_TEST="o")
+    p = run([lockstep, "env", "--json"], env)
+    r = json.loads(p.stdout)
+    check(p.returncode == 0 and r["schema"] == "lockstep.env/1", "env --json parses, with its schema")
+    check(r["lockstep"]["version"] and r["lockstep"]["git_commit"], "version and git commit")
+    check(r["os"]["kernel"] and "kernel_warning" in r["os"] and "name" in r["os"], "OS and kernel")
+    check(r["compiler"].strip() != "", "compiler")
+    check("MPI" in r["mpi"]["library"] and isinstance(r["mpi"]["cuda_aware"], bool), "MPI library, CUDA-awareness")
+    check(set(r["cuda"]) >= {"runtime", "driver", "gpus"} and isinstance(r["cuda"]["gpus"], list), "CUDA section")
+    check(r["host"]["cpu_cores"] > 0 and r["host"]["ram_bytes"] > 0 and r["host"]["shm_bytes"] > 0, "CPU, RAM, shm")
+    check(r["config"]["settings"]["seed"] == {"value": 11, "source": "environment LOCKSTEP_SEED"},
+          "resolved config with sources")
+    check(all(k in r["environment"] for k in ("LOCKSTEP_SEED", "SLURM_JOB_ID", "PMIX_TEST", "OMPI_TEST")),
+          "LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables")
+    check("HOME" not in r["environment"], "other variables are left out")
+    p = run([lockstep, "env"], env)
+    for field in ("lockstep:", "Kernel:", "Compiler:", "MPI library:", "MPI CUDA-aware:", "CUDA runtime:",
+                  "CUDA driver:", "GPUs:", "CPU:", "RAM:", "/dev/shm:", "### Config", "LOCKSTEP_SEED=11"):
+        check(field in p.stdout, f"Markdown report has {field}")
+    check("\033[" not in p.stdout, "no colour when stdout is not a terminal")
+
+
+def case_env_all_ranks(lockstep, child, tmp, np):
+    p = run([lockstep, "launch", "-n", np, "--", lockstep, "env", "--all-ranks", "--json"])
+    r = json.loads(p.stdout)
+    check(p.returncode == 0 and len(r["ranks"]) == int(np), f"every one of {np} reports gathered")
+    check([x["identity"]["rank"] for x in r["ranks"]] == list(range(int(np))), "reports in rank order")
+    check(all(d["expected"] for d in r["differences"]), "ranks of one machine differ only in per-rank fields")
+    p = run([lockstep, "launch", "-n", np, "--", lockstep, "env", "--all-ranks"])
+    check(p.returncode == 0 and "## Differences between ranks" in p.stdout and "None" in p.stdout,
+          "Markdown: the differences section says none")
+
+
+def case_selftest(lockstep, child, tmp, np):
+    p = run([lockstep, "launch", "-n", np, "--", lockstep, "test"], timeout=240)
+    check(p.returncode == 0, f"lockstep test passes on {np} ranks")
+    check(f"lockstep test on {np} ranks" in p.stdout and " 0 failed" in p.stdout, "the table is printed once")
+    check(p.stdout.count("lockstep test on") == 1, "only the main process prints the table")
+    check("debug mode catches a shape mismatch" in p.stdout, "the debug-mode check ran")
+
+
+def main():
+    lockstep, child, case = sys.argv[1], sys.argv[2], sys.argv[3]
+    np = sys.argv[4] if len(sys.argv) > 4 else "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + case](lockstep, child, tmp, np)
+    print(f"{len(FAILURES)} failed" if FAILURES else "all checks passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+// Unit tests of the launcher's pure parts: shell-like splitting and quoting, flavour detection from version text,
+// and the command built for each flavour.
+#define BOOST_TEST_MODULE launch
+#include <boost/test/unit_test.hpp>
+
+#include "launch/launcher.hpp"
+
+namespace ln = lockstep::launch;
+
+namespace lockstep::launch {
+std::ostream& operator<<(std::ostream& os, Flavour f) {
+    return os << flavour_name(f);
+}
+}  // namespace lockstep::launch
+
+BOOST_AUTO_TEST_CASE(splits_like_a_shell) {
+    using V = std::vector<std::string>;
+    BOOST_TEST(ln::split_shell_words("  -a  b\t'c d' \"e \\\"f\\\" $g\" h\\ i ''", "x") ==
+                   (V{"-a", "b", "c d", "e \"f\" $g", "h i", ""}),
+               boost::test_tools::per_element());
+    BOOST_TEST(ln::split_shell_words("", "x").empty());
+    BOOST_TEST(ln::split_shell_words("--mca btl '^openib'", "x") == (V{"--mca", "btl", "^openib"}),
+               boost::test_tools::per_element());
+    BOOST_CHECK_THROW((void)ln::split_shell_words("a 'b", "x"), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::split_shell_words("a \"b", "x"), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::split_shell_words("a\\", "x"), ln::UsageError);
+}
+
+BOOST_AUTO_TEST_CASE(quotes_for_a_shell) {
+    BOOST_TEST(ln::shell_quote("plain/path-1.0") == "plain/path-1.0");
+    BOOST_TEST(ln::shell_quote("") == "''");
+    BOOST_TEST(ln::shell_quote("it's a b") == "'it'\\''s a b'");
+    // Whatever is quoted splits back to the same word.
+    for (std::string w : {"a b", "x'y", "$HOME", "\"q\"", "back\\slash"}) {
+        BOOST_TEST(ln::split_shell_words(ln::shell_quote(w), "x").front() == w);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(detects_the_mpi_flavour) {
+    BOOST_TEST(
+        ln::flavour_from_version_text("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/").value() ==
+        ln::Flavour::openmpi);
+    BOOST_TEST(ln::flavour_from_version_text("HYDRA build details:\n    Version: 4.0.2").value() == ln::Flavour::hydra);
+    BOOST_TEST(ln::flavour_from_version_text("Intel(R) MPI Library for Linux* OS, Version 2021.6").value() ==
+               ln::Flavour::hydra);
+    BOOST_TEST(!ln::flavour_from_version_text("something else 1.0").has_value());
+}
+
+namespace {
+ln::Request request() {
+    ln::Request r;
+    r.num_processes = 2;
+    r.debug = false;
+    r.timeout = "90s";
+    r.program = {"./train", "--debug"};
+    return r;
+}
+const ln::Environment base_env{{"LOCKSTEP_CONFIG_FILE", ""}, {"LOCKSTEP_SEED", "5"}, {"PATH", "/usr/bin"}};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(flags_become_forwarded_variables) {
+    const ln::Plan plan = ln::plan_launch(request(), ln::Flavour::openmpi, base_env, false);
+    BOOST_TEST(plan.environment.at("LOCKSTEP_DEBUG_MODE") == "0");
+    BOOST_TEST(plan.environment.at("LOCKSTEP_TIMEOUT") == "90s");
+    BOOST_TEST(plan.environment.at("LOCKSTEP_LAUNCHER_FLAGS") == "LOCKSTEP_DEBUG_MODE,LOCKSTEP_TIMEOUT");
+    BOOST_TEST(plan.environment.at("PATH") == "/usr/bin");
+    const std::vector<std::string> expected{"mpirun",
+                                            "-np",
+                                            "2",
+                                            "-x",
+                                            "LOCKSTEP_CONFIG_FILE",
+                                            "-x",
+                                            "LOCKSTEP_DEBUG_MODE",
+                                            "-x",
+                                            "LOCKSTEP_LAUNCHER_FLAGS",
+                                            "-x",
+                                            "LOCKSTEP_SEED",
+                                            "-x",
+                                            "LOCKSTEP_TIMEOUT",
+                                            "./train",
+                                            "--debug"};
+    BOOST_TEST(plan.command == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(root_and_flavours) {
+    auto r = request();
+    r.npernode = 4;
+    r.hostfile = "hosts";
+    const auto root = ln::plan_launch(r, ln::Flavour::openmpi, base_env, true);
+    BOOST_TEST(root.command.at(1) == "--allow-run-as-root");
+    const auto hydra = ln::plan_launch(r, ln::Flavour::hydra, base_env, true);
+    const std::vector<std::string> hydra_head{
+        "mpirun", "-n", "2", "-f", "hosts", "-ppn", "4", "-genv", "LOCKSTEP_CONFIG_FILE", ""};
+    BOOST_TEST(std::vector<std::string>(hydra.command.begin(), hydra.command.begin() + 10) == hydra_head,
+               boost::test_tools::per_element());
+    const auto srun = ln::plan_launch(r, ln::Flavour::srun, base_env, true);
+    BOOST_TEST(srun.command.at(0) == "srun");
+    BOOST_TEST(srun.command.at(1) == "--ntasks=2");
+    BOOST_TEST(srun.command.at(4) ==
+               "--export=ALL,LOCKSTEP_CONFIG_FILE,LOCKSTEP_DEBUG_MODE,LOCKSTEP_LAUNCHER_FLAGS,LOCKSTEP_SEED,"
+               "LOCKSTEP_TIMEOUT");
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors) {
+    auto r = request();
+    r.timeout = "-1";
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    r = request();
+    r.log_level = "chatty";
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    r = request();
+    r.program.clear();
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    r = request();
+    r.config_file = "/nonexistent/config.yaml";
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    r = request();
+    r.num_processes.reset();
+    BOOST_TEST(ln::plan_launch(r, ln::Flavour::openmpi, base_env, false).num_processes == 1);
+}

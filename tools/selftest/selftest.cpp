@@ -1,0 +1,329 @@
+// The checks. Rank r of n holds values built from r, so that each result has a closed form:
+//   x_r[i] = (r + 1)(i + 1)  ->  sum (i + 1) n(n + 1)/2, prod (i + 1)^n n!, max (i + 1) n, min (i + 1),
+//                               mean (i + 1)(n + 1)/2 (floating dtypes only, as the library defines mean).
+// Values stay small integers, exact in every dtype tested (bfloat16 included) for the rank counts a test runs on.
+// A check that throws on one rank is recorded as a failure of that rank; the ranks then exchange pass flags, so every
+// rank returns the same table.
+
+#include "selftest.hpp"
+
+#include <lockstep/signature.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+#include <optional>
+
+namespace lockstep::selftest {
+namespace {
+
+constexpr std::int64_t width = 4;  // elements per rank in the element-wise checks
+
+std::vector<double> values_of(const Tensor& t) {
+    const Tensor host = t.to(Device::cpu());
+    std::vector<double> out;
+    visit_dtype(host.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        const T* data = host.data<T>();
+        for (std::int64_t i = 0; i < host.numel(); ++i) out.push_back(to_double(data[i]));
+    });
+    return out;
+}
+
+Tensor tensor_of(const std::vector<double>& values, const Shape& shape, DType dtype) {
+    Tensor t = Tensor::empty(shape, dtype);
+    visit_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        T* data = t.data<T>();
+        for (std::size_t i = 0; i < values.size(); ++i) data[i] = from_double<T>(values[i]);
+    });
+    return t;
+}
+
+// nullopt when equal; else what differed.
+std::optional<std::string> compare(const Tensor& got, const std::vector<double>& expected, const Shape& shape) {
+    if (!got.defined()) return "no result tensor";
+    if (got.shape() != shape) return fmt::format("shape {} instead of {}", shape_str(got.shape()), shape_str(shape));
+    const std::vector<double> values = values_of(got);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        if (std::abs(values[i] - expected[i]) > 1e-6 * std::max(1.0, std::abs(expected[i]))) {
+            return fmt::format("element {} is {} instead of {}", i, values[i], expected[i]);
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<double> rank_values(int rank) {
+    std::vector<double> v(width);
+    for (std::int64_t i = 0; i < width; ++i) v[i] = static_cast<double>((rank + 1) * (i + 1));
+    return v;
+}
+
+double factorial(int n) {
+    double f = 1;
+    for (int k = 2; k <= n; ++k) f *= k;
+    return f;
+}
+
+using CheckFn = std::function<std::optional<std::string>(Communicator&, DType)>;
+
+struct Check {
+    std::string name;
+    bool per_dtype = true;
+    int minimum_ranks = 1;
+    bool floating_only = false;
+    CheckFn run;
+};
+
+std::vector<Check> reduction_checks() {
+    std::vector<Check> checks;
+    struct Op {
+        ReduceOp op;
+        std::function<double(double i, int n)> expected;  // element i (1-based factor) on n ranks
+        bool floating_only;
+    };
+    const std::vector<Op> ops = {
+        {ReduceOp::Sum, [](double f, int n) { return f * n * (n + 1) / 2.0; }, false},
+        {ReduceOp::Prod, [](double f, int n) { return std::pow(f, n) * factorial(n); }, false},
+        {ReduceOp::Max, [](double f, int n) { return f * n; }, false},
+        {ReduceOp::Min, [](double f, int) { return f; }, false},
+        {ReduceOp::Mean, [](double f, int n) { return f * (n + 1) / 2.0; }, true},
+    };
+    for (const auto& op : ops) {
+        checks.push_back({fmt::format("allreduce {}", reduce_op_name(op.op)), true, 1, op.floating_only,
+                          [op](Communicator& comm, DType dtype) {
+                              const Tensor t = tensor_of(rank_values(comm.rank()), {width}, dtype);
+                              std::vector<double> expected(width);
+                              for (std::int64_t i = 0; i < width; ++i) expected[i] = op.expected(i + 1.0, comm.size());
+                              return compare(comm.allreduce(t, op.op), expected, {width});
+                          }});
+    }
+    return checks;
+}
+
+std::vector<Check> all_checks() {
+    std::vector<Check> checks;
+    checks.push_back({"barrier", false, 1, false, [](Communicator& comm, DType) -> std::optional<std::string> {
+                          comm.barrier();
+                          return std::nullopt;
+                      }});
+    checks.push_back({"broadcast", true, 1, false, [](Communicator& comm, DType dtype) {
+                          const int root = comm.size() - 1;
+                          const Tensor t = tensor_of(rank_values(comm.rank()), {width}, dtype);
+                          return compare(comm.broadcast(t, root), rank_values(root), {width});
+                      }});
+    checks.push_back({"reduce sum", true, 1, false, [](Communicator& comm, DType dtype) -> std::optional<std::string> {
+                          const int n = comm.size();
+                          const Tensor t = tensor_of(rank_values(comm.rank()), {width}, dtype);
+                          const Tensor result = comm.reduce(t, ReduceOp::Sum, 0);
+                          if (comm.rank() != 0) return std::nullopt;
+                          std::vector<double> expected(width);
+                          for (std::int64_t i = 0; i < width; ++i) expected[i] = (i + 1.0) * n * (n + 1) / 2.0;
+                          return compare(result, expected, {width});
+                      }});
+    for (auto& c : reduction_checks()) checks.push_back(std::move(c));
+    auto concatenated = [](int n) {
+        std::vector<double> all;
+        for (int r = 0; r < n; ++r) {
+            const auto v = rank_values(r);
+            all.insert(all.end(), v.begin(), v.end());
+        }
+        return all;
+    };
+    checks.push_back(
+        {"gather", true, 1, false, [concatenated](Communicator& comm, DType dtype) -> std::optional<std::string> {
+             const Tensor t = tensor_of(rank_values(comm.rank()), {width}, dtype);
+             const Tensor result = comm.gather(t, 0);
+             if (comm.rank() != 0) return std::nullopt;
+             return compare(result, concatenated(comm.size()), {comm.size() * width});
+         }});
+    checks.push_back({"allgather", true, 1, false, [concatenated](Communicator& comm, DType dtype) {
+                          const Tensor t = tensor_of(rank_values(comm.rank()), {width}, dtype);
+                          return compare(comm.allgather(t), concatenated(comm.size()), {comm.size() * width});
+                      }});
+    checks.push_back({"scatter", true, 1, false, [](Communicator& comm, DType dtype) {
+                          // Root's element j is j; rank r gets [r width, (r + 1) width).
+                          const std::int64_t total = comm.size() * width;
+                          std::vector<double> all(static_cast<std::size_t>(total));
+                          for (std::int64_t j = 0; j < total; ++j) all[j] = comm.rank() == 0 ? j : -1.0;
+                          const Tensor t = tensor_of(all, {total}, dtype);
+                          std::vector<double> expected(width);
+                          for (std::int64_t i = 0; i < width; ++i) expected[i] = comm.rank() * width + i;
+                          return compare(comm.scatter(t, 0), expected, {width});
+                      }});
+    checks.push_back({"reduce_scatter sum", true, 1, false, [](Communicator& comm, DType dtype) {
+                          // x_r[j] = (r + 1)(j + 1) over n width elements; the sum is (j + 1) n(n + 1)/2.
+                          const int n = comm.size();
+                          const std::int64_t total = n * width;
+                          std::vector<double> mine(static_cast<std::size_t>(total));
+                          for (std::int64_t j = 0; j < total; ++j) mine[j] = (comm.rank() + 1.0) * ((j % 8) + 1);
+                          std::vector<double> expected(width);
+                          for (std::int64_t i = 0; i < width; ++i) {
+                              expected[i] = (((comm.rank() * width + i) % 8) + 1.0) * n * (n + 1) / 2.0;
+                          }
+                          return compare(comm.reduce_scatter(tensor_of(mine, {total}, dtype), ReduceOp::Sum), expected,
+                                         {width});
+                      }});
+    checks.push_back({"alltoall", true, 1, false, [](Communicator& comm, DType dtype) {
+                          // Block d sent by rank r holds 2(r n + d) + i; rank r receives block r of every sender s.
+                          const int n = comm.size();
+                          const int r = comm.rank();
+                          constexpr std::int64_t block = 2;
+                          std::vector<double> mine;
+                          std::vector<double> expected;
+                          for (int d = 0; d < n; ++d) {
+                              for (std::int64_t i = 0; i < block; ++i) {
+                                  mine.push_back(2.0 * (r * n + d) + i);
+                                  expected.push_back(2.0 * (d * n + r) + i);
+                              }
+                          }
+                          return compare(comm.alltoall(tensor_of(mine, {n * block}, dtype)), expected, {n * block});
+                      }});
+    checks.push_back({"send/recv ring", true, 2, false, [](Communicator& comm, DType dtype) {
+                          // Even ranks send first, odd ranks receive first, so blocking sends never wait on each other.
+                          const int n = comm.size();
+                          const int r = comm.rank();
+                          const Tensor mine = tensor_of(rank_values(r), {width}, dtype);
+                          Tensor received = Tensor::zeros({width}, dtype);
+                          if (r % 2 == 0) {
+                              comm.send(mine, (r + 1) % n, 7);
+                              comm.recv(received, (r - 1 + n) % n, 7);
+                          } else {
+                              comm.recv(received, (r - 1 + n) % n, 7);
+                              comm.send(mine, (r + 1) % n, 7);
+                          }
+                          return compare(received, rank_values((r - 1 + n) % n), {width});
+                      }});
+    checks.push_back({"gather_uneven", true, 1, false, [](Communicator& comm, DType dtype) {
+                          // Rank r contributes r + 1 rows [r, r].
+                          const int r = comm.rank();
+                          const Tensor mine = tensor_of(std::vector<double>(2 * (r + 1), r), {r + 1, 2}, dtype);
+                          std::vector<double> expected;
+                          for (int s = 0; s < comm.size(); ++s) expected.insert(expected.end(), 2 * (s + 1), s);
+                          const std::int64_t rows = comm.size() * (comm.size() + 1) / 2;
+                          return compare(comm.gather_uneven(mine), expected, {rows, 2});
+                      }});
+    checks.push_back({"pad_across_processes", true, 1, false, [](Communicator& comm, DType dtype) {
+                          // Rank r holds r + 1 rows of r + 1; padded with 0 to the n rows of the last rank.
+                          const int r = comm.rank();
+                          const int n = comm.size();
+                          const Tensor mine = tensor_of(std::vector<double>(2 * (r + 1), r + 1.0), {r + 1, 2}, dtype);
+                          std::vector<double> expected(static_cast<std::size_t>(2 * n), 0.0);
+                          for (int k = 0; k < 2 * (r + 1); ++k) expected[k] = r + 1.0;
+                          return compare(comm.pad_across_processes(mine, 0, 0.0), expected, {n, 2});
+                      }});
+    checks.push_back({"debug mode catches a shape mismatch", false, 2, false,
+                      [](Communicator& comm, DType) -> std::optional<std::string> {
+                          // Rank 0 passes [3], the others [4]: every rank must raise SignatureMismatchError, and the
+                          // job must go on afterwards (the allreduce of the verdicts below is that proof).
+                          comm.set_debug(true);
+                          std::string what = "no error was raised";
+                          int caught = 0;
+                          try {
+                              const Tensor agreed = comm.allreduce(Tensor::ones({2}), ReduceOp::Sum);
+                              if (values_of(agreed)[0] != comm.size()) what = "matching shapes gave a wrong sum";
+                              (void)comm.allreduce(Tensor::ones({comm.rank() == 0 ? 3 : 4}), ReduceOp::Sum);
+                          } catch (const SignatureMismatchError&) {
+                              caught = 1;
+                          } catch (const Error& e) {
+                              what = fmt::format("another error was raised: {}", e.what());
+                          }
+                          comm.set_debug(false);
+                          const Tensor verdicts = comm.allreduce(Tensor::from_data<std::int32_t>({caught}, {1}));
+                          const int ranks_caught = static_cast<int>(values_of(verdicts)[0]);
+                          if (caught == 0) return what;
+                          if (ranks_caught != comm.size()) {
+                              return fmt::format("only {} of {} ranks raised SignatureMismatchError", ranks_caught,
+                                                 comm.size());
+                          }
+                          return std::nullopt;
+                      }});
+    return checks;
+}
+
+const DType tested_dtypes[] = {DType::Float32, DType::Float64, DType::BFloat16, DType::Int32, DType::Int64};
+
+}  // namespace
+
+std::vector<CheckResult> run_selftest(Communicator& comm) {
+    comm.set_debug(false);
+    std::vector<CheckResult> results;
+    std::vector<std::string> local_details;
+    std::vector<std::int32_t> local_failed;
+    for (const Check& check : all_checks()) {
+        std::vector<std::optional<DType>> dtypes;
+        if (check.per_dtype) {
+            for (DType d : tested_dtypes) {
+                if (!check.floating_only || is_floating(d)) dtypes.emplace_back(d);
+            }
+        } else {
+            dtypes.emplace_back(std::nullopt);
+        }
+        for (const auto& dtype : dtypes) {
+            CheckResult result{check.name, dtype ? std::string(dtype_name(*dtype)) : "-"};
+            std::optional<std::string> failure;
+            if (comm.size() < check.minimum_ranks) {
+                result.skipped = true;
+                result.skip_reason = fmt::format("needs {} ranks", check.minimum_ranks);
+            } else {
+                try {
+                    failure = check.run(comm, dtype.value_or(DType::Float32));
+                } catch (const Error& e) {
+                    failure = e.what();
+                }
+            }
+            local_failed.push_back(failure ? 1 : 0);
+            local_details.push_back(failure.value_or(""));
+            results.push_back(std::move(result));
+        }
+    }
+    // One exchange of every rank's verdicts, so that every rank reports (and exits with) the same outcome.
+    const auto count = static_cast<std::int64_t>(local_failed.size());
+    const Tensor all = comm.allgather(Tensor::from_data<std::int32_t>(local_failed, {count}));
+    const auto flags = all.to_vector<std::int32_t>();
+    for (std::size_t c = 0; c < results.size(); ++c) {
+        for (int r = 0; r < comm.size(); ++r) {
+            if (flags[static_cast<std::size_t>(r) * results.size() + c] != 0) results[c].failed_ranks.push_back(r);
+        }
+        if (!results[c].failed_ranks.empty() && results[c].failed_ranks.front() == comm.rank()) {
+            results[c].detail = local_details[c];
+        }
+    }
+    return results;
+}
+
+std::string render_table(const std::vector<CheckResult>& results, int ranks, bool colour) {
+    const std::string green = colour ? "\033[32m" : "";
+    const std::string red = colour ? "\033[31m" : "";
+    const std::string yellow = colour ? "\033[33m" : "";
+    const std::string off = colour ? "\033[0m" : "";
+    std::size_t name_width = 5;
+    for (const auto& r : results) name_width = std::max(name_width, r.name.size());
+    std::string out = fmt::format("lockstep test on {} rank{}\n\n", ranks, ranks == 1 ? "" : "s");
+    out += fmt::format("{:<{}}  {:<8}  {}\n", "check", name_width, "dtype", "result");
+    out += fmt::format("{:-<{}}  {:-<8}  {:-<6}\n", "", name_width, "", "");
+    int passed = 0;
+    int failed = 0;
+    int skipped = 0;
+    for (const auto& r : results) {
+        std::string verdict;
+        if (r.skipped) {
+            ++skipped;
+            verdict = fmt::format("{}skip{} ({})", yellow, off, r.skip_reason);
+        } else if (r.passed()) {
+            ++passed;
+            verdict = fmt::format("{}pass{}", green, off);
+        } else {
+            ++failed;
+            verdict = fmt::format("{}FAIL{} on rank{} {}", red, off, r.failed_ranks.size() == 1 ? "" : "s",
+                                  format_rank_ranges(r.failed_ranks));
+            if (!r.detail.empty()) verdict += ": " + r.detail;
+        }
+        out += fmt::format("{:<{}}  {:<8}  {}\n", r.name, name_width, r.dtype, verdict);
+    }
+    out += fmt::format("\n{} passed, {} failed, {} skipped\n", passed, failed, skipped);
+    return out;
+}
+
+}  // namespace lockstep::selftest
