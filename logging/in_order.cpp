@@ -1,0 +1,229 @@
+// In-order records: every rank's record of one call, in rank order, as one block written by rank 0.
+//
+// Algorithm: each rank encodes its record (nothing at all when its own level filters the record) and the encodings are
+// gathered to rank 0 of the logging communicator, MPI_Gather of their lengths and then MPI_Gatherv of their bytes.
+// Rank 0 decodes them in rank order and writes them as one block. That is two collectives per call whatever the
+// number of ranks, where taking turns costs one barrier per rank; and the order is made by one writer, not by the
+// timing of N pipes merged by the launcher. Every rank joins the gather whatever its level, so ranks that disagree
+// about the level still all meet.
+//
+// The logging communicator is a duplicate of the Runtime's (or, without a Runtime, of MPI_COMM_WORLD), so that its
+// messages never match anyone else's. It is cached as an attribute of the communicator whose lifetime bounds it: the
+// Runtime's own, which Runtime::finalize frees, or MPI_COMM_SELF for the world, whose attributes MPI_Finalize deletes
+// first, while MPI still works. The attribute's delete callback frees the duplicate.
+
+#include "emission.hpp"
+
+#include <lockstep/errors.hpp>
+#include <lockstep/runtime.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <span>
+
+namespace lockstep {
+
+namespace {
+
+// Encoding of one record; the ranks of a job share one byte order. The header is followed by the logger name, the
+// host name and the message, without terminators.
+struct WireHeader {
+    std::int64_t time_ns;  // since the system_clock epoch
+    std::int32_t level;
+    std::int32_t rank;
+    std::int32_t size;
+    std::uint32_t logger_bytes;
+    std::uint32_t host_bytes;
+    std::uint32_t message_bytes;
+};
+
+// A bound on one message, so that the sum of all ranks' encodings fits the int counts of MPI_Gatherv.
+std::size_t max_message_bytes(int ranks) {
+    constexpr std::size_t one_mebibyte = std::size_t{1} << 20;
+    return std::min(one_mebibyte, static_cast<std::size_t>(INT_MAX) / (4 * static_cast<std::size_t>(ranks)));
+}
+
+std::string encode(const LogRecord& record, std::size_t max_message) {
+    std::string message = record.message;
+    if (message.size() > max_message) {
+        const std::size_t full = message.size();
+        message.resize(max_message);
+        message += fmt::format(" [in-order record truncated from {} bytes]", full);
+    }
+    const std::string_view host = std::string_view(record.host).substr(0, 1024);
+    const std::string_view logger = std::string_view(record.logger).substr(0, 1024);
+    WireHeader header{};
+    header.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(record.time.time_since_epoch()).count();
+    header.level = static_cast<std::int32_t>(record.level);
+    header.rank = record.rank;
+    header.size = record.size;
+    header.logger_bytes = static_cast<std::uint32_t>(logger.size());
+    header.host_bytes = static_cast<std::uint32_t>(host.size());
+    header.message_bytes = static_cast<std::uint32_t>(message.size());
+    std::string bytes(sizeof header, '\0');
+    std::memcpy(bytes.data(), &header, sizeof header);
+    bytes.append(logger).append(host).append(message);
+    return bytes;
+}
+
+LogRecord decode(std::span<const char> bytes, int from_rank) {
+    WireHeader header{};
+    const auto malformed = [&] {
+        return Error(fmt::format("lockstep logging: the in-order record from rank {} is malformed ({} bytes)",
+                                 from_rank, bytes.size()));
+    };
+    if (bytes.size() < sizeof header) throw malformed();
+    std::memcpy(&header, bytes.data(), sizeof header);
+    const std::size_t text_bytes =
+        std::size_t{header.logger_bytes} + std::size_t{header.host_bytes} + std::size_t{header.message_bytes};
+    if (bytes.size() != sizeof header + text_bytes || header.level < static_cast<std::int32_t>(LogLevel::Debug) ||
+        header.level > static_cast<std::int32_t>(LogLevel::Critical)) {
+        throw malformed();
+    }
+    const char* text = bytes.data() + sizeof header;
+    LogRecord record;
+    record.time = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(header.time_ns)));
+    record.level = static_cast<LogLevel>(header.level);
+    record.rank = header.rank;
+    record.size = header.size;
+    record.logger.assign(text, header.logger_bytes);
+    record.host.assign(text + header.logger_bytes, header.host_bytes);
+    record.message.assign(text + header.logger_bytes + header.host_bytes, header.message_bytes);
+    return record;
+}
+
+MPI_Fint to_attribute(MPI_Comm comm) {
+    return MPI_Comm_c2f(comm);
+}
+MPI_Comm from_attribute(void* value) {
+    return MPI_Comm_f2c(static_cast<MPI_Fint>(reinterpret_cast<std::intptr_t>(value)));
+}
+
+// Called by MPI when the anchor communicator is freed (or MPI_COMM_SELF at MPI_Finalize).
+int free_logging_communicator(MPI_Comm /*anchor*/, int /*keyval*/, void* value, void* /*extra_state*/) {
+    MPI_Comm logging = from_attribute(value);
+    return MPI_Comm_free(&logging);
+}
+
+struct InOrderState {
+    std::mutex
+        mutex;  // one in-order call at a time per process: its two collectives must not interleave with another's
+    int keyval = MPI_KEYVAL_INVALID;
+};
+InOrderState& in_order_state() {
+    static InOrderState state;
+    return state;
+}
+
+// The logging communicator, or MPI_COMM_NULL when MPI is not running. Called with the state's mutex held; collective
+// over the base communicator the first time (MPI_Comm_dup), which every rank reaches because every rank makes the
+// in-order call.
+MPI_Comm logging_communicator(InOrderState& state) {
+    int initialized = 0;
+    int finalized = 0;
+    LOCKSTEP_MPI_CHECK(MPI_Initialized(&initialized));
+    LOCKSTEP_MPI_CHECK(MPI_Finalized(&finalized));
+    if (initialized == 0 || finalized != 0) return MPI_COMM_NULL;
+
+    const MPI_Comm base = Runtime::initialized() ? Runtime::get().comm() : MPI_COMM_WORLD;
+    const MPI_Comm anchor = base == MPI_COMM_WORLD ? MPI_COMM_SELF : base;
+    if (state.keyval == MPI_KEYVAL_INVALID) {
+        LOCKSTEP_MPI_CHECK(
+            MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_logging_communicator, &state.keyval, nullptr));
+    }
+    void* value = nullptr;
+    int found = 0;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_get_attr(anchor, state.keyval, &value, &found));
+    if (found != 0) return from_attribute(value);
+
+    MPI_Comm logging = MPI_COMM_NULL;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &logging));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(logging, MPI_ERRORS_RETURN));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_name(logging, "lockstep logging"));
+    const auto attribute = reinterpret_cast<void*>(static_cast<std::intptr_t>(to_attribute(logging)));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_attr(anchor, state.keyval, attribute));
+    return logging;
+}
+
+void emit_without_mpi(const std::string& logger, LogLevel level, std::optional<std::string> message) {
+    std::optional<LogRecord> record;
+    if (message) record = detail::local_record(level, logger, std::move(*message));
+    if (record && record->size > 1) {
+        get_logger("lockstep.logging")
+            .warning_once(
+                "in-order records need MPI, which is not running (the runtime is not initialised yet, or MPI has "
+                "been finalised): each rank writes its own in-order records at once, and they are not in rank order");
+    }
+    if (record) {
+        auto block = std::make_shared<LogBlock>();
+        block->push_back(std::move(*record));
+        detail::push_log_block(std::move(block), log_route::console | log_route::rank_file);
+    }
+}
+
+}  // namespace
+
+void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) const {
+    auto& state = in_order_state();
+    std::unique_lock lock(state.mutex);
+    const MPI_Comm comm = logging_communicator(state);
+    if (comm == MPI_COMM_NULL) {
+        lock.unlock();
+        emit_without_mpi(name(), level, std::move(message));
+        return;
+    }
+    int rank = 0;
+    int size = 1;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
+
+    std::optional<LogRecord> own;
+    std::string payload;
+    if (message) {
+        own = detail::local_record(level, name(), std::move(*message));
+        own->rank = rank;  // the communicator's numbering is the order of the block
+        own->size = size;
+        payload = encode(*own, max_message_bytes(size));
+    }
+
+    constexpr int writer = 0;
+    const int length = static_cast<int>(payload.size());
+    std::vector<int> lengths(rank == writer ? static_cast<std::size_t>(size) : 0);
+    LOCKSTEP_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, writer, comm));
+    std::vector<int> offsets(lengths.size());
+    std::vector<char> gathered;
+    if (rank == writer) {
+        std::size_t total = 0;
+        for (std::size_t r = 0; r < lengths.size(); ++r) {
+            offsets[r] = static_cast<int>(total);
+            total += static_cast<std::size_t>(lengths[r]);
+        }
+        gathered.resize(total);
+    }
+    LOCKSTEP_MPI_CHECK(MPI_Gatherv(payload.data(), length, MPI_BYTE, gathered.data(), lengths.data(), offsets.data(),
+                                   MPI_BYTE, writer, comm));
+    lock.unlock();
+
+    if (rank == writer) {
+        auto block = std::make_shared<LogBlock>();
+        for (std::size_t r = 0; r < lengths.size(); ++r) {
+            if (lengths[r] == 0) continue;
+            block->push_back(
+                decode(std::span<const char>(gathered.data() + offsets[r], lengths[r]), static_cast<int>(r)));
+        }
+        if (!block->empty()) detail::push_log_block(std::move(block), log_route::console);
+    }
+    if (own && detail::rank_files_enabled()) {
+        auto block = std::make_shared<LogBlock>();
+        block->push_back(std::move(*own));
+        detail::push_log_block(std::move(block), log_route::rank_file);
+    }
+}
+
+}  // namespace lockstep
