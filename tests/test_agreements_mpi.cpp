@@ -4,6 +4,8 @@
 
 #include <lockstep.hpp>
 
+#include "runtime_fixture.hpp"
+
 #include "test_logging_capture.hpp"
 
 #include <stdexcept>
@@ -11,10 +13,6 @@
 using namespace lockstep;
 
 namespace {
-struct RuntimeFixture {
-    RuntimeFixture() { Runtime::init(); }
-    ~RuntimeFixture() { Runtime::finalize(); }
-};
 Communicator& comm() { return Communicator::world(); }
 int N() { return comm().size(); }
 int R() { return comm().rank(); }
@@ -30,6 +28,7 @@ void synthetic_memory(std::int64_t size, std::int64_t budget) {
 }
 }  // namespace
 
+using lockstep_test::RuntimeFixture;
 BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
 
 BOOST_AUTO_TEST_CASE(trigger_on_one_rank_stops_every_rank_in_the_same_iteration) {

@@ -5,16 +5,15 @@
 
 #include <lockstep.hpp>
 
+#include "runtime_fixture.hpp"
+
 using namespace lockstep;
 
 namespace {
-struct RuntimeFixture {
-    RuntimeFixture() { Runtime::init(); }
-    ~RuntimeFixture() { Runtime::finalize(); }
-};
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
 }  // namespace
 
+using lockstep_test::RuntimeFixture;
 BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
 
 BOOST_AUTO_TEST_CASE(unequal_caps_agree_on_one_batch_size) {

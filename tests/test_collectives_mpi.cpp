@@ -4,15 +4,13 @@
 
 #include <lockstep.hpp>
 
+#include "runtime_fixture.hpp"
+
 #include <cmath>
 
 using namespace lockstep;
 
 namespace {
-struct RuntimeFixture {
-    RuntimeFixture() { Runtime::init(); }
-    ~RuntimeFixture() { Runtime::finalize(); }
-};
 
 const DType tested_dtypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Float16,
                                DType::BFloat16, DType::Int8};
@@ -33,6 +31,7 @@ int N() { return comm().size(); }
 int R() { return comm().rank(); }
 }  // namespace
 
+using lockstep_test::RuntimeFixture;
 BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
 
 BOOST_AUTO_TEST_CASE(allreduce_every_op_and_dtype) {

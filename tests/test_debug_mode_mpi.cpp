@@ -7,6 +7,8 @@
 
 #include <lockstep.hpp>
 
+#include "runtime_fixture.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -65,10 +67,6 @@ int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* r
 }
 
 namespace {
-struct RuntimeFixture {
-    RuntimeFixture() { Runtime::init(); }
-    ~RuntimeFixture() { Runtime::finalize(); }
-};
 Communicator& comm() { return Communicator::world(); }
 int N() { return comm().size(); }
 int R() { return comm().rank(); }
@@ -98,6 +96,7 @@ bool same_on_every_rank(const std::string& text) {
 }
 }  // namespace
 
+using lockstep_test::RuntimeFixture;
 BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
 
 BOOST_AUTO_TEST_CASE(debug_off_makes_no_extra_mpi_call) {
