@@ -9,6 +9,7 @@ packages=(
   libboost-log-dev libboost-test-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3
+  openssh-server openssh-client pdsh python3-jsonschema
 )
 
 missing=()

@@ -1,0 +1,25 @@
+#include "errors.hpp"
+
+#include <fmt/format.h>
+
+namespace lockstep::hostcheck {
+
+HostfileError::HostfileError(std::vector<LineError> errors)
+    : Error([&] {
+          std::string text;
+          for (const auto& e : errors) {
+              if (!text.empty()) text += '\n';
+              text += fmt::format("{}:{}: {}: '{}'", e.path, e.line, e.message, e.text);
+          }
+          return text;
+      }()),
+      errors_(std::move(errors)) {}
+
+HostfileError::HostfileError(std::string path, std::string message)
+    : Error(fmt::format("{}: {}", path, message)), errors_{LineError{std::move(path), 0, "", std::move(message)}} {}
+
+InterruptedError::InterruptedError(int signal_number)
+    : Error(fmt::format("interrupted by signal {}; every check that was running has been stopped", signal_number)),
+      signal_number_(signal_number) {}
+
+}  // namespace lockstep::hostcheck

@@ -1,0 +1,424 @@
+#include "fanout.hpp"
+
+#include "errors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <system_error>
+
+extern char** environ;
+
+namespace lockstep::hostcheck {
+namespace {
+
+namespace asio = boost::asio;
+
+// glibc 2.36 has a wrapper, older ones do not; the system call is the same.
+int open_pidfd(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+std::system_error os_error(std::string_view what) {
+    return std::system_error(errno, std::generic_category(), std::string(what));
+}
+
+// A pipe whose two ends close on exec, so that no other child inherits them (a leaked write end would keep a
+// reader from ever seeing end-of-file). posix_spawn's dup2 onto 0/1/2 clears the flag on the child's copy only.
+struct Pipe {
+    int read = -1;
+    int write = -1;
+    Pipe() {
+        std::array<int, 2> fds{};
+        if (::pipe2(fds.data(), O_CLOEXEC) != 0) throw os_error("pipe2");
+        read = fds[0];
+        write = fds[1];
+    }
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+    ~Pipe() {
+        if (read >= 0) ::close(read);
+        if (write >= 0) ::close(write);
+    }
+    int release_read() { return std::exchange(read, -1); }
+    int release_write() { return std::exchange(write, -1); }
+    void close_write() {
+        if (write >= 0) ::close(std::exchange(write, -1));
+    }
+    void close_read() {
+        if (read >= 0) ::close(std::exchange(read, -1));
+    }
+};
+
+class SpawnActions {
+public:
+    SpawnActions() { ::posix_spawn_file_actions_init(&actions_); }
+    ~SpawnActions() { ::posix_spawn_file_actions_destroy(&actions_); }
+    SpawnActions(const SpawnActions&) = delete;
+    SpawnActions& operator=(const SpawnActions&) = delete;
+    posix_spawn_file_actions_t* get() { return &actions_; }
+
+private:
+    posix_spawn_file_actions_t actions_{};
+};
+
+class SpawnAttributes {
+public:
+    SpawnAttributes() {
+        ::posix_spawnattr_init(&attr_);
+        // Own process group: a time limit stops the whole group, and the terminal's Ctrl-C reaches only us.
+        ::posix_spawnattr_setpgroup(&attr_, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        ::posix_spawnattr_setsigmask(&attr_, &none);
+        sigset_t defaults;
+        sigemptyset(&defaults);
+        for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, s);
+        ::posix_spawnattr_setsigdefault(&attr_, &defaults);
+        ::posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    }
+    ~SpawnAttributes() { ::posix_spawnattr_destroy(&attr_); }
+    SpawnAttributes(const SpawnAttributes&) = delete;
+    SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+    const posix_spawnattr_t* get() const { return &attr_; }
+
+private:
+    posix_spawnattr_t attr_{};
+};
+
+// This process's environment with some variables replaced or added.
+std::vector<std::string> merged_environment(const std::vector<std::pair<std::string, std::string>>& changes) {
+    std::vector<std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        const std::string_view key = entry.substr(0, entry.find('='));
+        const bool replaced =
+            std::any_of(changes.begin(), changes.end(), [key](const auto& kv) { return kv.first == key; });
+        if (!replaced) env.emplace_back(entry);
+    }
+    for (const auto& [k, v] : changes) env.push_back(k + "=" + v);
+    return env;
+}
+
+struct Child {
+    Child(asio::io_context& io, std::size_t index)
+        : index(index), out(io), err(io), in(io), exit_watch(io), limit(io), drain(io) {}
+    std::size_t index;
+    pid_t pid = -1;
+    asio::posix::stream_descriptor out;
+    asio::posix::stream_descriptor err;
+    asio::posix::stream_descriptor in;
+    asio::posix::stream_descriptor exit_watch;  // the pidfd: readable once the child has exited
+    asio::steady_timer limit;                   // the time limit, then the grace before SIGKILL
+    asio::steady_timer drain;                   // after exit, how long to wait for the pipes' end-of-file
+    std::array<char, 16384> out_buffer{};
+    std::array<char, 16384> err_buffer{};
+    bool out_open = true;
+    bool err_open = true;
+    bool exited = false;
+    bool timed_out = false;
+    bool finished = false;
+    int status = 0;
+    Clock::time_point started;
+};
+
+class Runner {
+public:
+    Runner(std::span<const Command> commands, const FanoutOptions& options)
+        : commands_(commands),
+          options_(options),
+          results_(commands.size()),
+          signals_(io_, SIGINT, SIGTERM),
+          deadline_(io_) {}
+
+    std::vector<CommandResult> run() {
+        if (commands_.empty()) return {};
+        signals_.async_wait([this](const boost::system::error_code& ec, int signal_number) {
+            if (ec) return;
+            interrupted_ = signal_number;
+            stop_all(SIGTERM);
+            // Whatever ignores SIGTERM gets SIGKILL a second later.
+            deadline_.expires_after(std::chrono::seconds(1));
+            deadline_.async_wait([this](const boost::system::error_code& e) {
+                if (!e) stop_all(SIGKILL);
+            });
+        });
+        if (options_.deadline) {
+            deadline_.expires_at(*options_.deadline);
+            deadline_.async_wait([this](const boost::system::error_code& ec) {
+                if (ec) return;
+                deadline_passed_ = true;
+                for (const auto& c : running_) stop(c, true);
+            });
+        }
+        start_more();
+        io_.run();
+        if (interrupted_ != 0) throw InterruptedError(interrupted_);
+        return std::move(results_);
+    }
+
+private:
+    void start_more() {
+        const std::size_t fanout = std::max<std::size_t>(options_.fanout, 1);
+        if (options_.deadline && Clock::now() >= *options_.deadline) deadline_passed_ = true;
+        while (running_.size() < fanout && next_ < commands_.size() && !deadline_passed_ && interrupted_ == 0) {
+            start(next_++);
+        }
+        if (running_.empty() && (next_ == commands_.size() || deadline_passed_ || interrupted_ != 0)) {
+            signals_.cancel();
+            deadline_.cancel();
+        }
+    }
+
+    void start(std::size_t index) {
+        const Command& cmd = commands_[index];
+        CommandResult& result = results_[index];
+        if (cmd.argv.empty()) {
+            result.ending = CommandResult::Ending::spawn_failed;
+            result.spawn_error = "empty command";
+            ++done_;
+            report_progress();
+            return;
+        }
+        Pipe out_pipe;
+        Pipe err_pipe;
+        std::optional<Pipe> in_pipe;
+        if (!cmd.input.empty()) in_pipe.emplace();
+
+        SpawnActions actions;
+        if (in_pipe) {
+            ::posix_spawn_file_actions_adddup2(actions.get(), in_pipe->read, STDIN_FILENO);
+        } else {
+            ::posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        }
+        ::posix_spawn_file_actions_adddup2(actions.get(), out_pipe.write, STDOUT_FILENO);
+        ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe.write, STDERR_FILENO);
+        static const SpawnAttributes attributes;
+
+        std::vector<char*> argv;
+        argv.reserve(cmd.argv.size() + 1);
+        for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        std::vector<std::string> env_storage;
+        std::vector<char*> envp;
+        char** env = environ;
+        if (!cmd.environment.empty()) {
+            env_storage = merged_environment(cmd.environment);
+            for (auto& e : env_storage) envp.push_back(e.data());
+            envp.push_back(nullptr);
+            env = envp.data();
+        }
+
+        auto child = std::make_shared<Child>(io_, index);
+        child->started = Clock::now();
+        const int rc = ::posix_spawnp(&child->pid, argv[0], actions.get(), attributes.get(), argv.data(), env);
+        if (rc != 0) {
+            result.ending = CommandResult::Ending::spawn_failed;
+            result.spawn_error = fmt::format("cannot run '{}': {}", cmd.argv[0], std::strerror(rc));
+            ++done_;
+            report_progress();
+            return;
+        }
+        out_pipe.close_write();
+        err_pipe.close_write();
+        const int pidfd = open_pidfd(child->pid);
+        if (pidfd < 0) {
+            ::kill(child->pid, SIGKILL);
+            ::waitpid(child->pid, nullptr, 0);
+            throw os_error("pidfd_open (Linux 5.3 or newer is needed)");
+        }
+        child->exit_watch.assign(pidfd);
+        child->out.assign(out_pipe.release_read());
+        child->err.assign(err_pipe.release_read());
+        running_.insert(child);
+
+        read_stream(child, child->out, child->out_buffer, result.out, child->out_open);
+        read_stream(child, child->err, child->err_buffer, result.err, child->err_open);
+        if (in_pipe) {
+            in_pipe->close_read();
+            child->in.assign(in_pipe->release_write());
+            asio::async_write(child->in, asio::buffer(cmd.input),
+                              [child](const boost::system::error_code&, std::size_t) {
+                                  // A child that exits without reading its input is not an error here.
+                                  boost::system::error_code ignored;
+                                  child->in.close(ignored);
+                              });
+        }
+        child->exit_watch.async_wait(asio::posix::stream_descriptor::wait_read,
+                                     [this, child](const boost::system::error_code&) { on_exit(child); });
+        child->limit.expires_after(cmd.timeout);
+        child->limit.async_wait([this, child](const boost::system::error_code& ec) {
+            if (!ec) stop(child, true);
+        });
+    }
+
+    void read_stream(const std::shared_ptr<Child>& child, asio::posix::stream_descriptor& stream,
+                     std::array<char, 16384>& buffer, std::string& sink, bool& open) {
+        stream.async_read_some(asio::buffer(buffer), [this, child, &stream, &buffer, &sink, &open](
+                                                         const boost::system::error_code& ec, std::size_t n) {
+            if (n > 0 && sink.size() < options_.output_limit) {
+                sink.append(buffer.data(), std::min(n, options_.output_limit - sink.size()));
+            }
+            if (ec) {
+                boost::system::error_code ignored;
+                stream.close(ignored);
+                open = false;
+                maybe_finish(child);
+                return;
+            }
+            read_stream(child, stream, buffer, sink, open);
+        });
+    }
+
+    // Stops a child's whole group: SIGTERM first when the command asks for a grace period, SIGKILL otherwise.
+    void stop(const std::shared_ptr<Child>& child, bool as_timeout) {
+        if (child->exited) return;
+        if (as_timeout) child->timed_out = true;
+        const auto grace = commands_[child->index].kill_grace;
+        if (grace.count() > 0) {
+            ::killpg(child->pid, SIGTERM);
+            child->limit.expires_after(grace);
+            child->limit.async_wait([child](const boost::system::error_code& ec) {
+                if (!ec && !child->exited) ::killpg(child->pid, SIGKILL);
+            });
+        } else {
+            ::killpg(child->pid, SIGKILL);
+        }
+    }
+
+    void stop_all(int signal_number) {
+        for (auto& c : running_) {
+            if (!c->exited) ::killpg(c->pid, signal_number);
+        }
+    }
+
+    void on_exit(const std::shared_ptr<Child>& child) {
+        int status = 0;
+        if (::waitpid(child->pid, &status, 0) == child->pid) child->status = status;
+        child->exited = true;
+        child->limit.cancel();
+        boost::system::error_code ignored;
+        child->exit_watch.close(ignored);
+        // A grandchild (an ssh ControlMaster, a daemon) may hold the pipes open after the child is gone: give them a
+        // moment for the last output, then stop reading.
+        if (child->out_open || child->err_open) {
+            child->drain.expires_after(std::chrono::milliseconds(300));
+            child->drain.async_wait([child](const boost::system::error_code& ec) {
+                if (ec) return;
+                boost::system::error_code e;
+                child->out.cancel(e);
+                child->err.cancel(e);
+            });
+        }
+        maybe_finish(child);
+    }
+
+    void maybe_finish(const std::shared_ptr<Child>& child) {
+        if (child->finished || !child->exited || child->out_open || child->err_open) return;
+        child->finished = true;
+        child->drain.cancel();
+        CommandResult& r = results_[child->index];
+        r.elapsed = Clock::now() - child->started;
+        if (child->timed_out) {
+            r.ending = CommandResult::Ending::timed_out;
+        } else if (WIFEXITED(child->status)) {
+            r.ending = CommandResult::Ending::exited;
+            r.exit_code = WEXITSTATUS(child->status);
+        } else {
+            r.ending = CommandResult::Ending::signalled;
+            r.signal = WIFSIGNALED(child->status) ? WTERMSIG(child->status) : 0;
+        }
+        running_.erase(child);
+        ++done_;
+        report_progress();
+        start_more();
+    }
+
+    void report_progress() {
+        if (options_.progress) options_.progress(done_, commands_.size());
+    }
+
+    std::span<const Command> commands_;
+    const FanoutOptions& options_;
+    std::vector<CommandResult> results_;
+    asio::io_context io_;
+    asio::signal_set signals_;
+    asio::steady_timer deadline_;
+    std::set<std::shared_ptr<Child>> running_;
+    std::size_t next_ = 0;
+    std::size_t done_ = 0;
+    bool deadline_passed_ = false;
+    int interrupted_ = 0;
+};
+
+// Writing to a child that has already exited must be an error code, not a SIGPIPE that ends this process.
+class IgnoreSigpipe {
+public:
+    IgnoreSigpipe() {
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        sigemptyset(&ignore.sa_mask);
+        ::sigaction(SIGPIPE, &ignore, &previous_);
+    }
+    ~IgnoreSigpipe() { ::sigaction(SIGPIPE, &previous_, nullptr); }
+    IgnoreSigpipe(const IgnoreSigpipe&) = delete;
+    IgnoreSigpipe& operator=(const IgnoreSigpipe&) = delete;
+
+private:
+    struct sigaction previous_ {};
+};
+
+}  // namespace
+
+std::vector<CommandResult> run_fanout(std::span<const Command> commands, const FanoutOptions& options) {
+    IgnoreSigpipe sigpipe;
+    Runner runner(commands, options);
+    return runner.run();
+}
+
+CommandResult run_command(const Command& command, std::optional<Clock::time_point> deadline) {
+    FanoutOptions options;
+    options.fanout = 1;
+    options.deadline = deadline;
+    auto results = run_fanout(std::span<const Command>(&command, 1), options);
+    return std::move(results.front());
+}
+
+std::string find_program(const std::string& name) {
+    auto executable = [](const std::string& path) {
+        struct stat st {};
+        return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    };
+    if (name.empty()) return {};
+    if (name.find('/') != std::string::npos) return executable(name) ? name : std::string{};
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (true) {
+        const std::size_t colon = dirs.find(':');
+        std::string dir(dirs.substr(0, colon));
+        if (dir.empty()) dir = ".";
+        if (const std::string candidate = dir + "/" + name; executable(candidate)) return candidate;
+        if (colon == std::string_view::npos) break;
+        dirs.remove_prefix(colon + 1);
+    }
+    return {};
+}
+
+}  // namespace lockstep::hostcheck

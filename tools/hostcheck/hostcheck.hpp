@@ -1,0 +1,50 @@
+#pragma once
+// `lockstep hostcheck`: parse the hostfile, resolve every name, probe every host over ssh, check node-to-node ssh,
+// compare the nodes' MPI, and run the classic `mpirun ... hostname` check, each stage bounded in time, so that the
+// whole run ends by a known bound whatever the hosts do.
+
+#include "hostfile.hpp"
+#include "mpirun_check.hpp"
+#include "report.hpp"
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace lockstep::hostcheck {
+
+enum class MeshMode { automatic, on, off };
+
+inline const std::set<std::string> stage_names{"resolve", "probe", "mesh", "mpirun"};
+
+struct Options {
+    std::string hostfile;
+    std::optional<HostfileFormat> format;
+    std::size_t fanout = 64;
+    std::chrono::seconds timeout{10};
+    std::optional<std::chrono::seconds> max_time;
+    std::optional<std::string> ssh_command;
+    MeshMode mesh = MeshMode::automatic;
+    std::optional<std::size_t> mesh_sample;
+    std::chrono::seconds mpirun_timeout{60};
+    std::optional<Launcher> launcher;
+    std::set<std::string> skip;  // stage names
+    // (stage, done, total) after each host of a stage.
+    std::function<void(std::string_view, std::size_t, std::size_t)> progress;
+};
+
+// In automatic mode above this many nodes, each node tries a sample of the others, not all of them.
+inline constexpr std::size_t mesh_full_limit = 32;
+inline constexpr std::size_t mesh_auto_sample = 16;
+// Local explanations (ssh -G, key checks) are made for this many failing hosts per problem; the rest fail alike.
+inline constexpr std::size_t explained_per_problem = 16;
+
+// Throws HostfileError or UsageError (exit 2) before anything is probed, InterruptedError on SIGINT/SIGTERM.
+[[nodiscard]] Report run_hostcheck(const Options& options);
+
+// The time a run with these options and this many hosts is bound to end by.
+[[nodiscard]] Seconds time_bound(const Options& options, std::size_t hosts);
+
+}  // namespace lockstep::hostcheck

@@ -1,0 +1,395 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <set>
+
+namespace lockstep::hostcheck {
+
+using nlohmann::json;
+
+std::string_view to_string(HostStatus s) noexcept {
+    switch (s) {
+        case HostStatus::ok:
+            return "ok";
+        case HostStatus::warning:
+            return "warning";
+        case HostStatus::failed:
+            return "failed";
+        case HostStatus::skipped:
+            return "skipped";
+    }
+    return "skipped";
+}
+
+std::size_t Report::mesh_failures() const {
+    return static_cast<std::size_t>(
+        std::count_if(mesh.pairs.begin(), mesh.pairs.end(), [](const MeshPair& p) { return !p.ok; }));
+}
+
+bool Report::mpirun_failed() const {
+    if (mpirun.ran) return mpirun.status != "ok";
+    // Not run because MPI is missing here: the job cannot start from this machine either.
+    return settings.local_mpi.flavour == MpiFlavour::none &&
+           std::find(settings.skipped_stages.begin(), settings.skipped_stages.end(), "mpirun") ==
+               settings.skipped_stages.end();
+}
+
+int Report::exit_code() const {
+    const bool host_problem = std::any_of(hosts.begin(), hosts.end(), [](const HostReport& h) {
+        return h.status == HostStatus::failed || h.status == HostStatus::warning;
+    });
+    return host_problem || mesh_failures() > 0 || mpirun_failed() ? 1 : 0;
+}
+
+namespace {
+
+double round_ms(Seconds s) {
+    return std::round(s.count() * 1000.0) / 1000.0;
+}
+
+json optional_string(const std::optional<std::string>& s) {
+    return s ? json(*s) : json(nullptr);
+}
+
+json mpi_json(const MpiInstall& mpi) {
+    return json{{"flavour", to_string(mpi.flavour)},
+                {"version", mpi.version.empty() ? json(nullptr) : json(mpi.version)},
+                {"launcher", mpi.launcher_path.empty() ? json(nullptr) : json(mpi.launcher_path)},
+                {"description", mpi.describe()}};
+}
+
+json reading_json(const LineReading& r) {
+    return json{{"usable", r.usable}, {"summary", r.summary}};
+}
+
+json host_json(const HostReport& h) {
+    json remote = nullptr;
+    if (h.remote) {
+        remote = json{{"hostname", h.remote->hostname},
+                      {"path", h.remote->path},
+                      {"programs", h.remote->programs},
+                      {"mpi", mpi_json(h.remote->mpi)},
+                      {"complete", h.remote->complete}};
+    }
+    return json{{"host", h.host},
+                {"user", optional_string(h.user)},
+                {"lines", h.lines},
+                {"slots", h.slots},
+                {"address", h.addresses.empty() ? json(nullptr) : json(h.addresses.front())},
+                {"addresses", h.addresses},
+                {"status", to_string(h.status)},
+                {"problem", h.problem ? json(to_string(*h.problem)) : json(nullptr)},
+                {"evidence", h.problem ? json(h.evidence) : json(nullptr)},
+                {"remedy", h.problem ? json(h.remedy) : json(nullptr)},
+                {"details", h.details},
+                {"same_machine_as", h.same_machine_as},
+                {"remote", remote},
+                {"elapsed_s", h.probe_elapsed ? json(round_ms(*h.probe_elapsed)) : json(nullptr)}};
+}
+
+}  // namespace
+
+json to_json(const Report& r) {
+    json lines = json::array();
+    for (const auto& l : r.hostfile.lines) {
+        json hosts = json::array();
+        for (const auto& e : l.hosts) hosts.push_back(e.host);
+        lines.push_back(json{{"line", l.number},
+                             {"text", l.text},
+                             {"hosts", hosts},
+                             {"openmpi", reading_json(l.openmpi)},
+                             {"hydra", reading_json(l.hydra)}});
+    }
+    json hosts = json::array();
+    std::map<std::string, int> problem_counts;
+    std::map<std::string, int> status_counts{{"ok", 0}, {"warning", 0}, {"failed", 0}, {"skipped", 0}};
+    for (const auto& h : r.hosts) {
+        hosts.push_back(host_json(h));
+        ++status_counts[std::string(to_string(h.status))];
+        if (h.problem) ++problem_counts[std::string(to_string(*h.problem))];
+    }
+    json groups = json::array();
+    for (const auto& g : r.environment) {
+        groups.push_back(json{{"mpi", g.mpi}, {"programs", g.programs}, {"hosts", g.hosts}});
+    }
+    json failures = json::array();
+    for (const auto& p : r.mesh.pairs) {
+        if (p.ok) continue;
+        failures.push_back(json{{"from", r.hostfile.targets[p.from].host},
+                                {"to", r.hostfile.targets[p.to].host},
+                                {"problem", to_string(p.problem.value_or(Problem::other))},
+                                {"evidence", p.evidence},
+                                {"remedy", p.remedy}});
+    }
+    json mesh_nodes = json::array();
+    for (auto i : r.mesh.nodes) mesh_nodes.push_back(r.hostfile.targets[i].host);
+    const auto& m = r.mpirun;
+    return json{
+        {"schema", schema_id},
+        {"tool", {{"name", "lockstep hostcheck"}, {"version", r.tool_version}}},
+        {"hostfile",
+         {{"path", r.hostfile.path},
+          {"format", to_string(r.hostfile.format)},
+          {"format_detected", r.hostfile.format_detected},
+          {"lines", lines}}},
+        {"settings",
+         {{"ssh_command", r.settings.agent.argv},
+          {"ssh_command_source", r.settings.agent.source},
+          {"fanout", r.settings.fanout},
+          {"timeout_s", r.settings.timeout.count()},
+          {"max_time_s", r.settings.max_time ? json(r.settings.max_time->count()) : json(nullptr)},
+          {"time_bound_s", round_ms(r.settings.time_bound)},
+          {"mpi", mpi_json(r.settings.local_mpi)},
+          {"tree_spawn", r.settings.tree_spawn},
+          {"skipped_stages", r.settings.skipped_stages}}},
+        {"hosts", hosts},
+        {"environment", {{"consistent", r.environment_consistent()}, {"groups", groups}}},
+        {"mesh",
+         {{"ran", r.mesh.ran},
+          {"reason", r.mesh.reason},
+          {"sample", r.mesh.sample ? json(*r.mesh.sample) : json(nullptr)},
+          {"nodes", mesh_nodes},
+          {"pairs_checked", r.mesh.pairs.size()},
+          {"failures", failures}}},
+        {"mpirun",
+         {{"ran", m.ran},
+          {"status", m.status},
+          {"reason", m.reason},
+          {"command", m.command},
+          {"hosts", m.hosts},
+          {"expected", m.expected},
+          {"answered", m.answered},
+          {"missing", m.missing},
+          {"exit_code", m.exit_code ? json(*m.exit_code) : json(nullptr)},
+          {"elapsed_s", round_ms(m.elapsed)},
+          {"evidence", m.evidence},
+          {"remedy", m.remedy}}},
+        {"summary",
+         {{"hosts", r.hosts.size()},
+          {"ok", status_counts["ok"]},
+          {"warning", status_counts["warning"]},
+          {"failed", status_counts["failed"]},
+          {"skipped", status_counts["skipped"]},
+          {"problems", problem_counts},
+          {"mesh_failures", r.mesh_failures()},
+          {"mpirun", m.ran ? m.status : (r.mpirun_failed() ? "failed" : "skipped")},
+          {"elapsed_s", round_ms(r.elapsed)},
+          {"time_bound_s", round_ms(r.settings.time_bound)},
+          {"exit_code", r.exit_code()}}},
+    };
+}
+
+json error_json(std::string_view kind, const std::string& message, const std::vector<LineError>& lines) {
+    json errors = json::array();
+    for (const auto& e : lines) {
+        errors.push_back(json{{"path", e.path}, {"line", e.line}, {"text", e.text}, {"message", e.message}});
+    }
+    return json{{"schema", schema_id},
+                {"error", {{"kind", kind}, {"message", message}, {"lines", errors}}},
+                {"summary", {{"exit_code", 2}}}};
+}
+
+namespace {
+
+struct Palette {
+    bool on = false;
+    [[nodiscard]] std::string paint(std::string_view text, std::string_view code) const {
+        return on ? fmt::format("\033[{}m{}\033[0m", code, text) : std::string(text);
+    }
+    [[nodiscard]] std::string status(HostStatus s) const {
+        const std::string text(to_string(s));
+        switch (s) {
+            case HostStatus::ok:
+                return paint(text, "32");
+            case HostStatus::warning:
+                return paint(text, "33");
+            case HostStatus::failed:
+                return paint(text, "31");
+            case HostStatus::skipped:
+                return paint(text, "2");
+        }
+        return text;
+    }
+};
+
+// Pads by visible width: the colour codes take no room on screen.
+std::string pad(const std::string& shown, std::size_t visible, std::size_t width) {
+    return shown + std::string(width > visible ? width - visible : 0, ' ');
+}
+
+void print_hostfile(std::ostream& out, const Report& r, const TextStyle& style, const Palette& p) {
+    const auto& hf = r.hostfile;
+    fmt::print(out, "hostfile {}: {} format{}, {} line{}, {} host{}\n", hf.path, to_string(hf.format),
+               hf.format_detected ? " (detected)" : " (forced)", hf.lines.size(), hf.lines.size() == 1 ? "" : "s",
+               hf.targets.size(), hf.targets.size() == 1 ? "" : "s");
+    std::size_t shown = 0;
+    for (const auto& l : hf.lines) {
+        const bool notable = !l.openmpi.usable || !l.hydra.usable ||
+                             l.openmpi.summary.find("in all") != std::string::npos ||
+                             l.hydra.summary.find("not merged") != std::string::npos ||
+                             l.openmpi.summary.find("renames") != std::string::npos;
+        if (!style.all_lines && !notable) continue;
+        if (!style.all_lines && shown == 20) {
+            fmt::print(out, "  ... more lines with notes: --lines shows every line\n");
+            break;
+        }
+        ++shown;
+        fmt::print(out, "  line {}: {}\n", l.number, l.text);
+        fmt::print(out, "    openmpi: {}\n", l.openmpi.usable ? l.openmpi.summary : p.paint(l.openmpi.summary, "33"));
+        fmt::print(out, "    hydra:   {}\n", l.hydra.usable ? l.hydra.summary : p.paint(l.hydra.summary, "33"));
+    }
+}
+
+void print_hosts(std::ostream& out, const Report& r, const Palette& p) {
+    std::size_t host_w = 4;
+    std::size_t addr_w = 7;
+    std::size_t problem_w = 7;
+    for (const auto& h : r.hosts) {
+        host_w = std::max(host_w, std::min<std::size_t>(h.host.size() + (h.user ? h.user->size() + 1 : 0), 40));
+        addr_w = std::max(addr_w, std::min<std::size_t>(h.addresses.empty() ? 1 : h.addresses.front().size(), 40));
+        if (h.problem) problem_w = std::max(problem_w, to_string(*h.problem).size());
+    }
+    fmt::print(out, "\n{} {} {} {} {}\n", pad("HOST", 4, host_w), pad("ADDRESS", 7, addr_w), pad("STATUS", 6, 7),
+               pad("PROBLEM", 7, problem_w), "EVIDENCE");
+    const std::string indent(host_w + addr_w + 7 + 3, ' ');
+    for (const auto& h : r.hosts) {
+        const std::string name = h.user ? *h.user + "@" + h.host : h.host;
+        const std::string address = h.addresses.empty() ? "-" : h.addresses.front();
+        std::string evidence;
+        if (h.problem) {
+            evidence = h.evidence_line;
+        } else if (h.remote) {
+            evidence = fmt::format("{}, {}", h.remote->hostname, h.remote->mpi.describe());
+        }
+        const std::string status = p.status(h.status);
+        fmt::print(out, "{} {} {} {} {}\n", pad(name, name.size(), host_w), pad(address, address.size(), addr_w),
+                   pad(status, to_string(h.status).size(), 7),
+                   pad(h.problem ? std::string(to_string(*h.problem)) : "-",
+                       h.problem ? to_string(*h.problem).size() : 1, problem_w),
+                   evidence);
+        for (const auto& d : h.details) fmt::print(out, "{}{} {}\n", indent, p.paint("note:", "2"), d);
+        if (!h.same_machine_as.empty()) {
+            fmt::print(out, "{}same machine as: {}\n", indent, fmt::join(h.same_machine_as, ", "));
+        }
+        if (h.problem) fmt::print(out, "{}{} {}\n", indent, p.paint("remedy:", "1"), h.remedy);
+    }
+}
+
+void print_environment(std::ostream& out, const Report& r) {
+    if (r.environment.empty()) return;
+    fmt::print(out, "\nremote environment ({} group{}{}):\n", r.environment.size(),
+               r.environment.size() == 1 ? "" : "s",
+               r.environment_consistent() ? ", all nodes alike" : ", nodes differ");
+    for (const auto& g : r.environment) {
+        fmt::print(out, "  ---------------\n  {} ({})\n  ---------------\n", fmt::join(g.hosts, ","), g.hosts.size());
+        std::vector<std::string> programs;
+        for (const auto& [name, path] : g.programs) programs.push_back(name + "=" + path);
+        fmt::print(out, "  {}; {}\n", g.mpi == "none" ? "no MPI on PATH" : g.mpi,
+                   programs.empty() ? "no MPI programs" : fmt::format("{}", fmt::join(programs, " ")));
+    }
+}
+
+void print_mesh(std::ostream& out, const Report& r, const Palette& p) {
+    const auto& m = r.mesh;
+    if (!m.ran) {
+        if (!m.reason.empty()) fmt::print(out, "\nmesh: not run ({})\n", m.reason);
+        return;
+    }
+    const auto& targets = r.hostfile.targets;
+    fmt::print(out, "\nmesh ({}; {} nodes, {}): {} of {} pairs failed\n", m.reason, m.nodes.size(),
+               m.sample ? fmt::format("{} targets per node", *m.sample) : std::string("all pairs"), r.mesh_failures(),
+               m.pairs.size());
+    if (m.nodes.size() <= 24 && r.mesh_failures() > 0) {
+        // The matrix: row = from, column = to; '.' reached, 'x' failed, ' ' not tried.
+        std::map<std::pair<std::size_t, std::size_t>, bool> tried;
+        for (const auto& pair : m.pairs) tried[{pair.from, pair.to}] = pair.ok;
+        std::size_t w = 4;
+        for (auto n : m.nodes) w = std::max(w, targets[n].host.size());
+        fmt::print(out, "  {} ", pad("from\\to", 7, w + 3));
+        for (std::size_t j = 0; j < m.nodes.size(); ++j) fmt::print(out, "{:>3}", j + 1);
+        fmt::print(out, "\n");
+        for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+            fmt::print(out, "  {} ",
+                       pad(fmt::format("{} {}", i + 1, targets[m.nodes[i]].host),
+                           fmt::format("{} {}", i + 1, targets[m.nodes[i]].host).size(), w + 3));
+            for (auto to : m.nodes) {
+                const auto it = tried.find({m.nodes[i], to});
+                fmt::print(out, "{:>3}",
+                           it == tried.end() ? std::string(m.nodes[i] == to ? "-" : " ")
+                           : it->second      ? std::string(".")
+                                             : p.paint("x", "31"));
+            }
+            fmt::print(out, "\n");
+        }
+    }
+    for (const auto& pair : m.pairs) {
+        if (pair.ok) continue;
+        const std::string first_line = pair.evidence.substr(0, pair.evidence.find('\n'));
+        fmt::print(out, "  {} -> {}: {}: {}\n    remedy: {}\n", targets[pair.from].host, targets[pair.to].host,
+                   to_string(pair.problem.value_or(Problem::other)), first_line, pair.remedy);
+    }
+}
+
+void print_mpirun(std::ostream& out, const Report& r, const Palette& p) {
+    const auto& m = r.mpirun;
+    if (!m.ran) {
+        fmt::print(out, "\nmpirun: not run{}\n", m.reason.empty() ? "" : " (" + m.reason + ")");
+        if (!m.remedy.empty()) fmt::print(out, "  remedy: {}\n", m.remedy);
+        return;
+    }
+    const std::string status = m.status == "ok" ? p.paint(m.status, "32") : p.paint(m.status, "31");
+    fmt::print(out, "\nmpirun: {} ({} of {} nodes answered in {:.1f} s): {}\n", status,
+               m.expected.size() - m.missing.size(), m.expected.size(), m.elapsed.count(), fmt::join(m.command, " "));
+    if (!m.missing.empty()) fmt::print(out, "  no answer from: {}\n", fmt::join(m.missing, ", "));
+    if (m.status != "ok") {
+        fmt::print(out, "  evidence: {}\n  remedy: {}\n", m.evidence, m.remedy);
+    }
+}
+
+}  // namespace
+
+void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
+    const Palette p{style.colour};
+    const std::string ssh =
+        r.settings.agent.argv.empty()
+            ? r.settings.agent.source
+            : fmt::format("'{}' (from {})", fmt::join(r.settings.agent.argv, " "), r.settings.agent.source);
+    fmt::print(out, "lockstep hostcheck {}: ssh command {}; local MPI: {}\n", r.tool_version, ssh,
+               r.settings.local_mpi.describe());
+    print_hostfile(out, r, style, p);
+    print_hosts(out, r, p);
+    print_environment(out, r);
+    print_mesh(out, r, p);
+    print_mpirun(out, r, p);
+
+    std::map<std::string, int> problems;
+    std::size_t ok = 0;
+    std::size_t warn = 0;
+    std::size_t failed = 0;
+    for (const auto& h : r.hosts) {
+        ok += h.status == HostStatus::ok;
+        warn += h.status == HostStatus::warning;
+        failed += h.status == HostStatus::failed;
+        if (h.problem) ++problems[std::string(to_string(*h.problem))];
+    }
+    std::vector<std::string> counts;
+    for (const auto& [code, n] : problems) counts.push_back(fmt::format("{} {}", code, n));
+    const std::string verdict = r.exit_code() == 0 ? p.paint("all well", "32") : p.paint("problems found", "31");
+    fmt::print(
+        out,
+        "\nsummary: {}: {} host{}: {} ok, {} warning{}, {} failed{}; mesh: {}; mpirun: {}; {:.1f} s (bound {:.0f} s)\n",
+        verdict, r.hosts.size(), r.hosts.size() == 1 ? "" : "s", ok, warn, warn == 1 ? "" : "s", failed,
+        counts.empty() ? "" : fmt::format(" ({})", fmt::join(counts, ", ")),
+        r.mesh.ran ? fmt::format("{} failure{}", r.mesh_failures(), r.mesh_failures() == 1 ? "" : "s")
+                   : std::string("not run"),
+        r.mpirun.ran ? r.mpirun.status : (r.mpirun_failed() ? std::string("failed") : std::string("not run")),
+        r.elapsed.count(), r.settings.time_bound.count());
+}
+
+}  // namespace lockstep::hostcheck
