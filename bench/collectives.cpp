@@ -6,8 +6,8 @@
 // For each op and message size, the variants run in interleaved batches (so drift of the machine hits them alike);
 // a batch's latency is the slowest rank's mean time per call, and the table gives the median over batches. Bus
 // bandwidth follows nccl-tests: allreduce 2(n-1)/n x algbw, allgather and reduce_scatter (n-1)/n x algbw over the
-// whole buffer, broadcast algbw. lockstep calls the in-place form where MPI has one (allreduce_, broadcast_) and
-// returns new tensors otherwise (allgather, reduce_scatter), as a user would call it.
+// whole buffer, broadcast algbw. lockstep calls the forms that reuse their buffers, as the raw calls do: allreduce_,
+// broadcast_, allgather_into, reduce_scatter_into.
 
 #include <lockstep.hpp>
 
@@ -111,11 +111,14 @@ int main(int argc, char** argv) {
             Tensor t = Tensor::ones({count});
             std::vector<float> raw_in(static_cast<std::size_t>(count), 1.0f);
             std::vector<float> raw_out(static_cast<std::size_t>(count) * static_cast<std::size_t>(n), 0.0f);
+            // The forms that write into existing tensors, like the raw calls they are compared with.
+            Tensor gathered = Tensor::empty({count * n});
+            Tensor scattered = Tensor::empty({std::max<std::int64_t>(count / n, 1)});
             auto lockstep_call = [&](Communicator& c) -> std::function<void()> {
                 if (o == "allreduce") return [&c, &t] { c.allreduce_(t); };
                 if (o == "broadcast") return [&c, &t] { c.broadcast_(t, 0); };
-                if (o == "allgather") return [&c, &t] { (void)c.allgather(t); };
-                return [&c, &t] { (void)c.reduce_scatter(t); };
+                if (o == "allgather") return [&c, &t, &gathered] { c.allgather_into(t, gathered); };
+                return [&c, &t, &scattered] { c.reduce_scatter_into(t, scattered); };
             };
             std::function<void()> raw;
             const int c32 = static_cast<int>(count);

@@ -459,6 +459,24 @@ Tensor Communicator::allgather(const Tensor& t, CallSite site) {
     return out;
 }
 
+Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site) {
+    t.check_defined("allgather_into");
+    out.check_defined("allgather_into");
+    impl_->run(OpKind::Allgather, &t, -1, std::nullopt, -1, site, [&] {
+        if (out.shape() != stacked_shape(t, impl_->size) || out.dtype() != t.dtype() || out.device() != t.device()) {
+            throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
+                                         dtype_name(t.dtype()), shape_str(stacked_shape(t, impl_->size)),
+                                         t.device().str(), t.str(), impl_->size, out.str()));
+        }
+        const int n = checked_count(t.numel(), "allgather_into");
+        const MPI_Datatype dt = mpi_datatype(t.dtype());
+        detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
+            impl_->mpi(MPI_Allgather(src, n, dt, dst, n, dt, impl_->comm), "MPI_Allgather");
+        });
+    });
+    return out;
+}
+
 Tensor Communicator::scatter(const Tensor& t, int root, CallSite site) {
     t.check_defined("scatter");
     Tensor out;
@@ -492,6 +510,34 @@ Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op, CallSite site)
         });
         if (op == ReduceOp::Mean) ops::scale_(result, 1.0 / impl_->size);
         out = half ? ops::cast(result, t.dtype()) : result;
+    });
+    return out;
+}
+
+Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op, CallSite site) {
+    t.check_defined("reduce_scatter_into");
+    out.check_defined("reduce_scatter_into");
+    impl_->run(OpKind::ReduceScatter, &t, -1, op, -1, site, [&] {
+        check_reducible(t, op, OpKind::ReduceScatter);
+        impl_->check_divisible(t, OpKind::ReduceScatter);
+        if (is_half(t.dtype())) {
+            throw DTypeError(fmt::format("reduce_scatter_into: {} accumulates in float32 through a temporary; use "
+                                         "reduce_scatter for float16 and bfloat16",
+                                         t.str()));
+        }
+        if (out.shape() != split_shape(t, impl_->size) || out.dtype() != t.dtype() || out.device() != t.device()) {
+            throw ShapeError(fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {} "
+                                         "processes; got {}",
+                                         dtype_name(t.dtype()), shape_str(split_shape(t, impl_->size)),
+                                         t.device().str(), t.str(), impl_->size, out.str()));
+        }
+        const int n = checked_count(out.numel(), "reduce_scatter_into");
+        detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
+            impl_->mpi(MPI_Reduce_scatter_block(src, dst, n, mpi_datatype(t.dtype()), mpi_op(op, t.dtype()),
+                                                impl_->comm),
+                       "MPI_Reduce_scatter_block");
+        });
+        if (op == ReduceOp::Mean) ops::scale_(out, 1.0 / impl_->size);
     });
     return out;
 }

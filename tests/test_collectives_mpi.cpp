@@ -151,6 +151,23 @@ BOOST_AUTO_TEST_CASE(scatter_reduce_scatter_and_alltoall) {
     BOOST_CHECK_THROW((void)comm().alltoall(Tensor::zeros({}, DType::Float32)), ShapeError);
 }
 
+BOOST_AUTO_TEST_CASE(into_forms_write_the_callers_tensor) {
+    Tensor t = Tensor::full({2}, R(), DType::Int32);
+    Tensor out = Tensor::zeros({2 * N()}, DType::Int32);
+    BOOST_TEST(&comm().allgather_into(t, out) == &out);
+    std::vector<double> expected;
+    for (int r = 0; r < N(); ++r) expected.insert(expected.end(), {double(r), double(r)});
+    BOOST_TEST(values(out) == expected);
+    Tensor whole = Tensor::arange(0, 2 * N(), 1, DType::Float64);
+    Tensor mine = Tensor::zeros({2}, DType::Float64);
+    comm().reduce_scatter_into(whole, mine, ReduceOp::Mean);
+    BOOST_TEST(values(mine) == (std::vector<double>{2.0 * R(), 2.0 * R() + 1}));
+    Tensor wrong = Tensor::zeros({3}, DType::Int32);
+    BOOST_CHECK_THROW(comm().allgather_into(t, wrong), ShapeError);
+    Tensor half = Tensor::zeros({2 * N()}, DType::Float16), half_out = Tensor::zeros({2}, DType::Float16);
+    BOOST_CHECK_THROW(comm().reduce_scatter_into(half, half_out), DTypeError);
+}
+
 BOOST_AUTO_TEST_CASE(zero_dimensional_tensors) {
     Tensor s = Tensor::full({}, R() + 1.0, DType::Float64);
     Tensor sum = comm().allreduce(s);

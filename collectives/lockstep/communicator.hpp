@@ -70,10 +70,15 @@ public:
     // other ranks get an undefined tensor.
     [[nodiscard]] Tensor gather(const Tensor& t, int root, CallSite site = {});
     [[nodiscard]] Tensor allgather(const Tensor& t, CallSite site = {});
+    // allgather into a caller's tensor of shape [size * d0, ...] (or [size] for 0-d input): no allocation per call.
+    Tensor& allgather_into(const Tensor& t, Tensor& out, CallSite site = {});
     // Root's [size * k, ...] split along dimension 0: rank i gets rows [i k, (i + 1) k).
     [[nodiscard]] Tensor scatter(const Tensor& t, int root, CallSite site = {});
     // Reduction of [size * k, ...] tensors, then rank i keeps rows [i k, (i + 1) k).
     [[nodiscard]] Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    // reduce_scatter into a caller's tensor of shape [k, ...] (float32/float64/integer dtypes: half types allocate
+    // their float32 accumulator anyway, use reduce_scatter for them).
+    Tensor& reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op = ReduceOp::Sum, CallSite site = {});
     // Block i of dimension 0 ([size * k, ...]) goes to rank i; the result holds the blocks received, in rank order.
     [[nodiscard]] Tensor alltoall(const Tensor& t, CallSite site = {});
     void send(const Tensor& t, int dest, int tag = 0, CallSite site = {});
