@@ -1,6 +1,7 @@
 // `lockstep env [--json] [--all-ranks]`: the environment report for bug reports.
 
 #include "../subcommand.hpp"
+#include "../terminal.hpp"
 #include "rank_comparison.hpp"
 #include "report.hpp"
 
@@ -25,15 +26,6 @@ struct CommandLine {
     std::string colour = "auto";
 };
 
-bool colour_wanted(const std::string& setting) {
-    if (setting == "always") return true;
-    if (setting == "never") return false;
-    // A rank's stdout is mpirun's pseudo-terminal, not the user's: launched ranks colour only when asked to.
-    if (current_identity().source != "default") return false;
-    const char* term = std::getenv("TERM");
-    return ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr &&
-           !(term != nullptr && std::strcmp(term, "dumb") == 0);
-}
 
 // Every rank's report, in rank order, on every rank: lengths first, then the bytes (uneven gather).
 std::vector<json> gather_reports(Communicator& comm, const json& local) {

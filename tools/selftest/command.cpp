@@ -1,6 +1,7 @@
 // `lockstep test`: the self-test, run under the launcher (lockstep launch -n 2 -- lockstep test).
 
 #include "../subcommand.hpp"
+#include "../terminal.hpp"
 #include "selftest.hpp"
 
 #include <lockstep/runtime.hpp>
@@ -19,15 +20,6 @@ struct CommandLine {
     std::string colour = "auto";
 };
 
-bool colour_wanted(const std::string& setting) {
-    if (setting == "always") return true;
-    if (setting == "never") return false;
-    // A rank's stdout is mpirun's pseudo-terminal, not the user's: launched ranks colour only when asked to.
-    if (current_identity().source != "default") return false;
-    const char* term = std::getenv("TERM");
-    return ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr &&
-           !(term != nullptr && std::strcmp(term, "dumb") == 0);
-}
 
 int run(const CommandLine& cl) {
     try {
