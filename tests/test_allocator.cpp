@@ -3,7 +3,12 @@
 
 #include <lockstep.hpp>
 
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -19,6 +24,25 @@ struct LimitGuard {
     std::optional<std::size_t> saved = host().stats().limit_bytes;
     ~LimitGuard() { host().set_limit(saved); }
 };
+
+// The VmFlags line of the mapping in /proc/self/smaps that holds `address`, or nullopt when nothing maps it.
+std::optional<std::string> mapping_flags(const void* address) {
+    const auto a = reinterpret_cast<std::uintptr_t>(address);
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    while (std::getline(smaps, line)) {
+        std::uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+            inside = lo <= a && a < hi;
+        } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+            return line;
+        }
+    }
+    return std::nullopt;
+}
 }  // namespace
 
 // meson runs this executable with LOCKSTEP_CPU_MEMORY_LIMIT=64MiB: the cap comes from the resolved Config.
@@ -216,4 +240,32 @@ BOOST_AUTO_TEST_CASE(empty_all_caches_releases_every_allocator) {
     BOOST_TEST(host().stats().cached_bytes > 0u);
     empty_all_caches();
     BOOST_TEST(host().stats().cached_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(large_host_blocks_are_2MiB_aligned_huge_page_mappings_unmapped_when_released) {
+    LimitGuard guard;
+    host().set_limit(std::nullopt);
+    host().empty_cache();
+    const void* address = nullptr;
+    {
+        Tensor t = Tensor::empty({std::int64_t{3} * 1024 * 1024}, DType::UInt8);  // 3 MiB -> a 4 MiB block
+        address = t.data();
+        BOOST_TEST(reinterpret_cast<std::uintptr_t>(address) % (2 * MiB) == 0u);
+        std::memset(t.data(), 0x5a, 3 * MiB);  // the whole request is writable
+        BOOST_TEST(static_cast<const unsigned char*>(t.data())[3 * MiB - 1] == 0x5a);
+        const auto flags = mapping_flags(address);
+        BOOST_REQUIRE(flags.has_value());
+        // madvise(MADV_HUGEPAGE) marks the mapping "hg" on every kernel built with transparent huge pages.
+        if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+            BOOST_TEST(flags->find(" hg") != std::string::npos, *flags);
+        }
+        Tensor second = Tensor::empty({std::int64_t{1} << 20}, DType::UInt8);  // 1 MiB -> 2 MiB block, aligned too
+        BOOST_TEST(reinterpret_cast<std::uintptr_t>(second.data()) % (2 * MiB) == 0u);
+    }
+    BOOST_TEST(mapping_flags(address).has_value());  // cached: still mapped
+    host().empty_cache();
+    BOOST_TEST(!mapping_flags(address).has_value());  // released: the exact range is unmapped
+    // Small blocks keep the 64-byte alignment of the heap.
+    Tensor small = Tensor::empty({100});
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0u);
 }
