@@ -361,15 +361,22 @@ Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
     t.check_defined("allreduce");
     impl_->run(OpKind::Allreduce, &t, -1, op, -1, site, [&] {
         check_reducible(t, op, OpKind::Allreduce);
-        // float16/bfloat16: accumulate in float32, round once at the end.
-        Tensor work = is_half(t.dtype()) ? ops::cast(t, DType::Float32) : t;
-        detail::with_host_chunks(work, [&](void* p, std::int64_t count) {
-            impl_->mpi(MPI_Allreduce(MPI_IN_PLACE, p, checked_count(count, "allreduce"), mpi_datatype(work.dtype()),
-                                     mpi_op(op, work.dtype()), impl_->comm),
-                       "MPI_Allreduce");
-        });
-        if (op == ReduceOp::Mean) ops::scale_(work, 1.0 / impl_->size);
-        if (!work.shares_storage_with(t)) ops::copy_(t, work);
+        const auto reduce_in_place = [&](Tensor& work) {
+            detail::with_host_chunks(work, [&](void* p, std::int64_t count) {
+                impl_->mpi(MPI_Allreduce(MPI_IN_PLACE, p, checked_count(count, "allreduce"),
+                                         mpi_datatype(work.dtype()), mpi_op(op, work.dtype()), impl_->comm),
+                           "MPI_Allreduce");
+            });
+            if (op == ReduceOp::Mean) ops::scale_(work, 1.0 / impl_->size);
+        };
+        if (is_half(t.dtype())) {
+            // float16/bfloat16: accumulate in float32, round once at the end.
+            Tensor work = ops::cast(t, DType::Float32);
+            reduce_in_place(work);
+            ops::copy_(t, work);
+        } else {
+            reduce_in_place(t);
+        }
     });
     return t;
 }
@@ -428,6 +435,14 @@ Shape split_shape(const Tensor& t, std::int64_t parts) {
     s[0] /= parts;
     return s;
 }
+// Whether `shape` equals t's shape with the first dimension multiplied by `mul` and divided by `div` (a 0-d t counts
+// as [1]); the *_into forms check their output with it on every call, so it builds no Shape.
+bool has_scaled_shape(const Shape& shape, const Tensor& t, std::int64_t mul, std::int64_t div) {
+    const Shape& in = t.shape();
+    if (in.empty()) return shape.size() == 1 && shape[0] == mul / div;
+    if (shape.size() != in.size() || shape[0] != in[0] * mul / div) return false;
+    return std::equal(in.begin() + 1, in.end(), shape.begin() + 1);
+}
 }  // namespace
 
 Tensor Communicator::gather(const Tensor& t, int root, CallSite site) {
@@ -463,7 +478,8 @@ Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site
     t.check_defined("allgather_into");
     out.check_defined("allgather_into");
     impl_->run(OpKind::Allgather, &t, -1, std::nullopt, -1, site, [&] {
-        if (out.shape() != stacked_shape(t, impl_->size) || out.dtype() != t.dtype() || out.device() != t.device()) {
+        if (!has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
+            out.device() != t.device()) {
             throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
                                          dtype_name(t.dtype()), shape_str(stacked_shape(t, impl_->size)),
                                          t.device().str(), t.str(), impl_->size, out.str()));
@@ -525,7 +541,8 @@ Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp
                                          "reduce_scatter for float16 and bfloat16",
                                          t.str()));
         }
-        if (out.shape() != split_shape(t, impl_->size) || out.dtype() != t.dtype() || out.device() != t.device()) {
+        if (!has_scaled_shape(out.shape(), t, 1, impl_->size) || out.dtype() != t.dtype() ||
+            out.device() != t.device()) {
             throw ShapeError(fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {} "
                                          "processes; got {}",
                                          dtype_name(t.dtype()), shape_str(split_shape(t, impl_->size)),

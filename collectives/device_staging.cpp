@@ -73,7 +73,7 @@ std::int64_t staging_chunk_elements(DType dtype) {
     return static_cast<std::int64_t>(bytes / dtype_size(dtype));
 }
 
-void with_host_buffer(Tensor& t, Direction direction, const std::function<void(void*)>& fn) {
+void with_host_buffer_general(Tensor& t, Direction direction, const std::function<void(void*)>& fn) {
     if (direct(t)) {
         fn(t.numel() == 0 ? nullptr : t.data());
         return;
@@ -84,8 +84,8 @@ void with_host_buffer(Tensor& t, Direction direction, const std::function<void(v
     if (direction != Direction::In) t.copy_from_host(host.get());
 }
 
-void with_host_buffers(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
-                       bool copy_back) {
+void with_host_buffers_general(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
+                               bool copy_back) {
     if (direct(in) && direct(out)) {
         fn(in.numel() == 0 ? nullptr : in.data(), out.numel() == 0 ? nullptr : out.data());
         return;
@@ -106,7 +106,7 @@ void with_host_buffers(const Tensor& in, Tensor& out, const std::function<void(c
     if (out_stage && copy_back) out.copy_from_host(out_stage->get());
 }
 
-void with_host_chunks(Tensor& t, const std::function<void(void*, std::int64_t)>& fn) {
+void with_host_chunks_general(Tensor& t, const std::function<void(void*, std::int64_t)>& fn) {
     const std::int64_t chunk = staging_chunk_elements(t.dtype());
     if (direct(t) || t.numel() <= chunk) {
         with_host_buffer(t, Direction::InOut, [&](void* p) { fn(p, t.numel()); });

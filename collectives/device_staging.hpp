@@ -15,14 +15,45 @@ namespace lockstep::detail {
 
 enum class Direction { In, Out, InOut };
 
+// The general forms, which stage CUDA tensors when MPI is not CUDA-aware (device_staging.cpp).
+void with_host_buffer_general(Tensor& t, Direction direction, const std::function<void(void*)>& fn);
+void with_host_buffers_general(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
+                               bool copy_back);
+void with_host_chunks_general(Tensor& t, const std::function<void(void*, std::int64_t)>& fn);
+
+// The wrappers below call fn directly for host tensors: the per-call path of every collective on host memory, which
+// then builds no std::function (and allocates nothing). Other tensors take the general forms.
+
 // fn(pointer) with the tensor's elements readable (In), writable (Out) or both.
-void with_host_buffer(Tensor& t, Direction direction, const std::function<void(void*)>& fn);
+template <typename Fn>
+void with_host_buffer(Tensor& t, Direction direction, Fn&& fn) {
+    if (t.device().is_cpu()) {
+        fn(t.numel() == 0 ? nullptr : t.data());
+        return;
+    }
+    with_host_buffer_general(t, direction, [&fn](void* p) { fn(p); });
+}
+
 // fn(src, dst) with `in` readable and `out` writable; `out` is copied back only if copy_back.
-void with_host_buffers(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
-                       bool copy_back = true);
+template <typename Fn>
+void with_host_buffers(const Tensor& in, Tensor& out, Fn&& fn, bool copy_back = true) {
+    if (in.device().is_cpu() && out.device().is_cpu()) {
+        fn(in.numel() == 0 ? nullptr : in.data(), out.numel() == 0 ? nullptr : out.data());
+        return;
+    }
+    with_host_buffers_general(in, out, [&fn](const void* src, void* dst) { fn(src, dst); }, copy_back);
+}
+
 // fn(pointer, count) once per chunk of t, in order, with each chunk readable and writable. Host tensors and
 // CUDA-aware MPI: a single call over the whole tensor.
-void with_host_chunks(Tensor& t, const std::function<void(void*, std::int64_t)>& fn);
+template <typename Fn>
+void with_host_chunks(Tensor& t, Fn&& fn) {
+    if (t.device().is_cpu()) {
+        fn(t.numel() == 0 ? nullptr : t.data(), t.numel());
+        return;
+    }
+    with_host_chunks_general(t, [&fn](void* p, std::int64_t count) { fn(p, count); });
+}
 
 // Elements per staging chunk (4 MiB of data; LOCKSTEP_STAGING_CHUNK_BYTES overrides).
 [[nodiscard]] std::int64_t staging_chunk_elements(DType dtype);

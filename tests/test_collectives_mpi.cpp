@@ -166,6 +166,32 @@ BOOST_AUTO_TEST_CASE(into_forms_write_the_callers_tensor) {
     BOOST_CHECK_THROW(comm().allgather_into(t, wrong), ShapeError);
     Tensor half = Tensor::zeros({2 * N()}, DType::Float16), half_out = Tensor::zeros({2}, DType::Float16);
     BOOST_CHECK_THROW(comm().reduce_scatter_into(half, half_out), DTypeError);
+    // Multi-dimensional: the first dimension scales, the others must match exactly.
+    Tensor rows = Tensor::full({2, 3}, R(), DType::Float32);
+    Tensor stacked = Tensor::zeros({2 * N(), 3});
+    comm().allgather_into(rows, stacked);
+    BOOST_TEST(stacked.at<float>({2 * N() - 1, 2}) == float(N() - 1));
+    Tensor bad_trailing = Tensor::zeros({2 * N(), 4});
+    BOOST_CHECK_THROW(comm().allgather_into(rows, bad_trailing), ShapeError);
+    Tensor bad_rank = Tensor::zeros({2 * N() * 3});
+    BOOST_CHECK_THROW(comm().allgather_into(rows, bad_rank), ShapeError);
+    Tensor bad_dtype = Tensor::zeros({2 * N(), 3}, DType::Float64);
+    BOOST_CHECK_THROW(comm().allgather_into(rows, bad_dtype), ShapeError);
+    // A 0-d input gathers into a vector of one element per process.
+    Tensor scalar = Tensor::full({}, R(), DType::Int64);
+    Tensor per_rank = Tensor::zeros({N()}, DType::Int64);
+    comm().allgather_into(scalar, per_rank);
+    BOOST_TEST(per_rank.at<std::int64_t>({N() - 1}) == N() - 1);
+    Tensor wrong_scalar_out = Tensor::zeros({N(), 1}, DType::Int64);
+    BOOST_CHECK_THROW(comm().allgather_into(scalar, wrong_scalar_out), ShapeError);
+    Tensor grid = Tensor::ones({2 * N(), 3});
+    Tensor part = Tensor::zeros({2, 3});
+    comm().reduce_scatter_into(grid, part);
+    BOOST_TEST(part.at<float>({1, 2}) == float(N()));
+    Tensor bad_part = Tensor::zeros({2, 2});
+    BOOST_CHECK_THROW(comm().reduce_scatter_into(grid, bad_part), ShapeError);
+    Tensor bad_rows = Tensor::zeros({2 * N(), 3});
+    BOOST_CHECK_THROW(comm().reduce_scatter_into(grid, bad_rows), ShapeError);
 }
 
 BOOST_AUTO_TEST_CASE(zero_dimensional_tensors) {
