@@ -3,10 +3,12 @@
 // would; a second raw column runs it on lockstep's own tensor memory, so that the per-call cost of lockstep and the
 // effect of where the buffers live (lockstep's host allocator maps large blocks on huge pages) can be told apart.
 //
-//   mpirun -n 2 build/bench/bench_collectives [--quick] [--out bench/results/collectives.md]
+//   mpirun -n 2 build/bench/bench_collectives [--quick] [--op NAME]... [--out bench/results/collectives.md]
 //
-// For each op and message size, the variants run in interleaved batches (so drift of the machine hits them alike);
-// a batch's latency is the slowest rank's mean time per call, and the table gives the median over batches. Bus
+// For each op and message size, the variants run in interleaved batches whose order rotates (so drift of the machine
+// hits them alike); a batch's latency is the slowest rank's mean time per call, the table gives the median over
+// batches, and ratios are medians of the per-batch pairs. "raw again" repeats the raw call as its own variant: its
+// ratio to raw is the noise of the row, against which the other ratios can be read. Bus
 // bandwidth follows nccl-tests: allreduce 2(n-1)/n x algbw, allgather and reduce_scatter (n-1)/n x algbw over the
 // whole buffer, broadcast algbw. lockstep calls the forms that reuse their buffers, as the raw calls do: allreduce_,
 // broadcast_, allgather_into, reduce_scatter_into.
@@ -38,26 +40,65 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Latency of each variant in seconds: interleaved batches, slowest rank's mean per call, median over batches.
-std::vector<double> measure(MPI_Comm comm, std::vector<Variant>& variants, int iterations, int batches) {
+struct Measured {
+    std::vector<std::vector<double>> samples;  // samples[variant][batch] in seconds per call
+    int iterations = 0;                        // calls per batch
+};
+
+// Interleaved batches, each the slowest rank's mean per call. The number of calls per batch is set from a timed
+// warm-up of the first variant so that a batch lasts about `batch_seconds` (between min_iterations and 5000 calls):
+// every size gets batches long enough to average out scheduler noise.
+Measured measure(MPI_Comm comm, std::vector<Variant>& variants, double batch_seconds, int min_iterations,
+                 int batches) {
     for (auto& v : variants) {
-        for (int i = 0; i < std::max(2, iterations / 10); ++i) v.call();  // warm-up: caches, connections
+        for (int i = 0; i < 2; ++i) v.call();  // first touch of the buffers, connections
     }
-    std::vector<std::vector<double>> samples(variants.size());
+    // Time 1, 2, 4, ... calls of the first variant until a round lasts 2 ms. Every rank takes the slowest rank's time,
+    // so all make the same number of calls (a rank-local decision would leave the ranks in different collectives).
+    double per_call = 0.0;
+    for (int calls = 1;; calls *= 2) {
+        MPI_Barrier(comm);
+        const auto w0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) variants[0].call();
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm);
+        per_call = elapsed / calls;
+        if (elapsed >= 0.002 || calls >= 4096) break;
+    }
+    Measured m;
+    m.iterations = static_cast<int>(std::clamp(batch_seconds / per_call, static_cast<double>(min_iterations), 5000.0));
+    m.samples.resize(variants.size());
+    for (auto& v : variants) {
+        for (int i = 0; i < std::max(2, m.iterations / 10); ++i) v.call();  // warm-up: caches
+    }
     for (int b = 0; b < batches; ++b) {
-        for (std::size_t k = 0; k < variants.size(); ++k) {
+        // The order rotates from batch to batch, so that no variant always runs right after the same other one.
+        for (std::size_t j = 0; j < variants.size(); ++j) {
+            const std::size_t k = (j + static_cast<std::size_t>(b)) % variants.size();
             MPI_Barrier(comm);
             const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < iterations; ++i) variants[k].call();
-            const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iterations;
+            for (int i = 0; i < m.iterations; ++i) variants[k].call();
+            const double local =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / m.iterations;
             double slowest = 0.0;
             MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
-            samples[k].push_back(slowest);
+            m.samples[k].push_back(slowest);
         }
     }
-    std::vector<double> out;
-    for (auto& s : samples) out.push_back(median(s));
-    return out;
+    return m;
+}
+
+// Paired comparison of variant `a` against `b`: the median over batches of a/b (and of a-b), each pair measured in the
+// same batch, so that slow drift of the machine cancels out.
+double paired_ratio(const std::vector<std::vector<double>>& s, std::size_t a, std::size_t b) {
+    std::vector<double> r;
+    for (std::size_t i = 0; i < s[a].size(); ++i) r.push_back(s[a][i] / s[b][i]);
+    return median(r);
+}
+double paired_difference(const std::vector<std::vector<double>>& s, std::size_t a, std::size_t b) {
+    std::vector<double> d;
+    for (std::size_t i = 0; i < s[a].size(); ++i) d.push_back(s[a][i] - s[b][i]);
+    return median(d);
 }
 
 std::string size_text(std::size_t bytes) {
@@ -71,17 +112,27 @@ std::string size_text(std::size_t bytes) {
 int main(int argc, char** argv) {
     bool quick = false;
     std::string out_path = "bench/results/collectives.md";
+    const std::vector<std::string> all_ops = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
+    std::vector<std::string> ops;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--quick") {
             quick = true;
         } else if (arg == "--out" && i + 1 < argc) {
             out_path = argv[++i];
+        } else if (arg == "--op" && i + 1 < argc &&
+                   std::find(all_ops.begin(), all_ops.end(), argv[i + 1]) != all_ops.end()) {
+            ops.emplace_back(argv[++i]);
         } else {
-            std::fprintf(stderr, "usage: bench_collectives [--quick] [--out PATH]\n");
+            std::fprintf(stderr,
+                         "bench_collectives: unknown or incomplete argument '%s'\n"
+                         "usage: bench_collectives [--quick] [--op allreduce|broadcast|allgather|reduce_scatter]... "
+                         "[--out PATH]\n",
+                         arg.c_str());
             return 2;
         }
     }
+    if (ops.empty()) ops = all_ops;
     ScopedRuntime rt;
     const int n = rt->identity().size;
     MPI_Comm raw_comm = MPI_COMM_NULL;
@@ -96,15 +147,15 @@ int main(int argc, char** argv) {
 
     std::string report = fmt::format(
         "Collectives on {} ranks ({}), float32; latency in microseconds (median over batches of the slowest rank's "
-        "mean), ratios against raw MPI.\n\n",
+        "mean); ratios and Δ are medians of the per-batch pairs against raw MPI on std::vector buffers; \"raw again\" "
+        "times the same raw call a second time (its ratio is the noise of the row).\n\n",
         n, rt->identity().node_count == 1 ? "one node" : fmt::format("{} nodes", rt->identity().node_count));
 
-    const char* ops[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
-    for (const char* op : ops) {
-        report += fmt::format("### {}\n\n| size | raw MPI µs | lockstep µs | ratio | Δ µs | + watchdog µs | ratio | "
-                              "debug µs | ratio | Δ µs | raw on tensor memory µs | lockstep / that | "
-                              "raw busbw GB/s | lockstep busbw GB/s |\n"
-                              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    for (const std::string& op : ops) {
+        report += fmt::format("### {}\n\n| size | raw MPI µs | raw again (noise) | lockstep µs | ratio | Δ µs | "
+                              "+ watchdog µs | ratio | debug µs | ratio | Δ µs | raw on tensor memory µs | "
+                              "lockstep / that | raw busbw GB/s | lockstep busbw GB/s | calls per batch |\n"
+                              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
                               op);
         for (std::size_t bytes : sizes) {
             const std::string o = op;
@@ -139,16 +190,20 @@ int main(int argc, char** argv) {
             Tensor raw_gathered = Tensor::empty({count * n});
             std::vector<Variant> variants = {
                 {"raw", raw_call(raw_in.data(), raw_out.data())},
+                {"raw again", raw_call(raw_in.data(), raw_out.data())},  // A/A: the noise floor of this row
                 {"lockstep", lockstep_call(plain)},
                 {"watchdog", lockstep_call(watched)},
                 {"debug", lockstep_call(debug)},
                 {"raw on tensor memory", raw_call(raw_t.data<float>(), raw_gathered.data<float>())}};
             const std::size_t payload = static_cast<std::size_t>(count) * 4;
-            const int iterations = payload <= (64u << 10) ? (quick ? 100 : 400)
-                                   : payload <= (4u << 20) ? (quick ? 10 : 40)
-                                                           : 6;
-            const int batches = quick ? 5 : (payload <= (4u << 20) ? 15 : 7);
-            const auto lat = measure(raw_comm, variants, iterations, batches);
+            // Up to 4 MiB: 21 batches of about 10 ms each; above, 7 batches of at least 6 calls.
+            const bool large = payload > (4u << 20);
+            const int batches = quick ? 5 : (large ? 7 : 21);
+            const Measured measured = measure(raw_comm, variants, quick ? 0.001 : 0.010, large ? 6 : 2, batches);
+            const auto& samples = measured.samples;
+            enum : std::size_t { raw, raw_again, ls, watchdog, dbg, raw_tensor };
+            std::vector<double> lat;
+            for (const auto& v : samples) lat.push_back(median(v));
             // Bytes over which nccl-tests defines algbw: the per-rank buffer, or the gathered whole.
             double bus_factor = 1.0, algbw_bytes = static_cast<double>(payload);
             if (o == "allreduce") bus_factor = 2.0 * (n - 1) / n;
@@ -157,13 +212,15 @@ int main(int argc, char** argv) {
                 algbw_bytes = static_cast<double>(payload) * n;
             }
             if (o == "reduce_scatter") bus_factor = static_cast<double>(n - 1) / n;
-            const auto busbw = [&](double s) { return algbw_bytes / s * bus_factor / 1e9; };
-            report += fmt::format("| {} | {:.2f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:+.2f} "
-                                  "| {:.2f} | {:.3f} | {:.2f} | {:.2f} |\n",
-                                  size_text(payload), lat[0] * 1e6, lat[1] * 1e6, lat[1] / lat[0],
-                                  (lat[1] - lat[0]) * 1e6, lat[2] * 1e6, lat[2] / lat[0], lat[3] * 1e6,
-                                  lat[3] / lat[0], (lat[3] - lat[0]) * 1e6, lat[4] * 1e6, lat[1] / lat[4],
-                                  busbw(lat[0]), busbw(lat[1]));
+            const auto busbw = [&](double sec) { return algbw_bytes / sec * bus_factor / 1e9; };
+            const auto ratio = [&](std::size_t a, std::size_t b) { return paired_ratio(samples, a, b); };
+            const auto delta_us = [&](std::size_t a, std::size_t b) { return paired_difference(samples, a, b) * 1e6; };
+            report += fmt::format(
+                "| {} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} "
+                "| {:.3f} | {:.2f} | {:.2f} | {} |\n",
+                size_text(payload), lat[raw] * 1e6, ratio(raw_again, raw), lat[ls] * 1e6, ratio(ls, raw),
+                delta_us(ls, raw), lat[watchdog] * 1e6, ratio(watchdog, raw), lat[dbg] * 1e6, ratio(dbg, raw),
+                delta_us(dbg, raw), lat[raw_tensor] * 1e6, ratio(ls, raw_tensor), busbw(lat[raw]), busbw(lat[ls]), measured.iterations);
         }
         report += "\n";
     }

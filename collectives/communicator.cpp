@@ -231,7 +231,7 @@ struct Communicator::Impl {
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
     class PointToPointWatch {
     public:
-        PointToPointWatch(const Impl& impl, const char* name, int peer, const CallSite& site)
+        PointToPointWatch(const Impl& impl, const char* name, int peer, int tag, const Tensor& t, const CallSite& site)
             : on_(impl.timeout > 0.0) {
             if (!on_) return;
             detail::OpRecord record;
@@ -239,6 +239,13 @@ struct Communicator::Impl {
             record.point_to_point = true;
             record.p2p_name = name;
             record.root = peer;
+            record.tag = tag;
+            record.has_tensor = true;
+            record.dtype = t.dtype();
+            record.ndim = static_cast<int>(t.dim());
+            for (std::size_t d = 0; d < std::min<std::size_t>(t.shape().size(), max_wire_dims); ++d) {
+                record.dims[d] = t.shape()[d];
+            }
             record.file = site.where.file_name();
             record.line = site.where.line();
             record.function = site.where.function_name();
@@ -581,7 +588,7 @@ void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
                                                "processes",
                                                dest, impl_->size));
     }
-    const Impl::PointToPointWatch watch(*impl_, "lockstep::send", dest, site);
+    const Impl::PointToPointWatch watch(*impl_, "lockstep::send", dest, tag, t, site);
     const int n = checked_count(t.numel(), "send");
     detail::with_host_buffer(const_cast<Tensor&>(t), detail::Direction::In, [&](void* p) {
         LOCKSTEP_MPI_CHECK(MPI_Send(p, n, mpi_datatype(t.dtype()), dest, tag, impl_->comm));
@@ -594,7 +601,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
         throw InvalidArgumentError(fmt::format("recv: source {} is not a rank of this communicator of {} processes",
                                                source, impl_->size));
     }
-    const Impl::PointToPointWatch watch(*impl_, "lockstep::recv", source, site);
+    const Impl::PointToPointWatch watch(*impl_, "lockstep::recv", source, tag, out, site);
     const int n = checked_count(out.numel(), "recv");
     int received = 0;
     detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {

@@ -58,9 +58,12 @@ private:
 
 std::string base_name(const char* path) { return std::filesystem::path(path).filename().string(); }
 
+bool is_send(const OpRecord& r) { return std::string_view(r.p2p_name) == "lockstep::send"; }
+
 std::string record_text(const OpRecord& r) {
-    if (r.point_to_point) return fmt::format("`{}` with rank {}", r.p2p_name, r.root);
-    std::string s = fmt::format("`{}` #{}", op_name(r.op), r.sequence);
+    std::string s = r.point_to_point ? fmt::format("`{}` {} process {} (tag {})", r.p2p_name,
+                                                   is_send(r) ? "to" : "from", r.root, r.tag)
+                                     : fmt::format("`{}` #{}", op_name(r.op), r.sequence);
     if (r.has_tensor) {
         Shape shape(r.dims, r.dims + std::min<int>(r.ndim, static_cast<int>(max_wire_dims)));
         s += fmt::format(" {}{}", dtype_name(r.dtype), shape_str(shape));
@@ -134,6 +137,74 @@ Fd connect_to(const std::string& host, int port, Clock::time_point deadline, std
     return {};
 }
 
+// One line of "What each process is doing" from a process's board.
+std::string process_line(const nlohmann::json& b, const Endpoint& member, int index) {
+    std::string line = fmt::format("  - Process {}", index);
+    if (member.world_rank != index) line += fmt::format(" (world rank {})", member.world_rank);
+    if (b.contains("unreachable")) {
+        line += fmt::format(": no answer ({}): the process has exited or its node is unreachable",
+                            b["unreachable"].get<std::string>());
+    } else {
+        line += fmt::format(" (host {}, pid {}): ", b.value("host", "?"), b.value("pid", 0));
+        if (b.value("in_collective", false)) {
+            line += fmt::format("in {} for {:.1f} s at {}", b.value("op", "?"), b.value("seconds", 0.0),
+                                b.value("site", "?"));
+        } else {
+            line += "not in a collective";
+            if (b.contains("phase")) line += fmt::format(" ({})", b["phase"].get<std::string>());
+        }
+        if (b.contains("last_op")) {
+            line += fmt::format("; last completed {} at {}, {:.1f} s ago", b.value("last_op", "?"),
+                                b.value("last_site", "?"), b.value("last_seconds_ago", 0.0));
+        } else {
+            line += "; no collective completed yet";
+        }
+    }
+    return line + "\n";
+}
+
+// What the peer of a stuck send/recv is doing instead of the matching call, and what to do about it.
+std::string point_to_point_diagnosis(const OpRecord& stuck, const nlohmann::json& peer, int me) {
+    const bool sending = is_send(stuck);
+    const std::string want = sending ? "recv" : "send";
+    const std::string want_call = fmt::format("`lockstep::{}` {} process {}", want, sending ? "from" : "to", me);
+    const auto is_toward_me = [&](const std::string& prefix) {
+        return peer.contains(prefix + "p2p") && peer.value(prefix + "peer", -1) == me &&
+               peer.value(prefix + "comm", std::uint64_t{~0ULL}) == stuck.comm_id;
+    };
+    const int p = stuck.root;
+    if (peer.contains("unreachable")) {
+        return fmt::format("Process {} does not answer: it has exited or its node is unreachable, so the matching {} "
+                           "will never come. Look at its own output for an error.",
+                           p, want_call);
+    }
+    if (peer.value("in_collective", false) && is_toward_me("")) {
+        const std::string kind = peer.value("p2p", "");
+        const int tag = peer.value("tag", 0);
+        if (kind == want) {
+            return fmt::format("Process {} is in the matching {} but with tag {}, and this call uses tag {}: the tags "
+                               "must be equal.",
+                               p, want_call, tag, stuck.tag);
+        }
+        return fmt::format("Process {} is in `lockstep::{}` {} this process too: both sides {}, so neither call can "
+                           "complete. Order the calls (for example, even ranks send first and odd ranks receive first).",
+                           p, kind, kind == "send" ? "to" : "from", sending ? "send" : "wait to receive");
+    }
+    if (peer.value("in_collective", false)) {
+        return fmt::format("Process {} is in {} at {} instead of the matching {}: the two processes disagree on the "
+                           "order of communication.",
+                           p, peer.value("op", "?"), peer.value("site", "?"), want_call);
+    }
+    if (is_toward_me("last_") && peer.value("last_p2p", "") == want) {
+        return fmt::format("Process {} is not communicating; its last completed call was {} at {}. If that was "
+                           "meant for this {}, the tags differ (this call uses tag {}).",
+                           p, peer.value("last_op", "?"), peer.value("last_site", "?"), sending ? "send" : "recv",
+                           stuck.tag);
+    }
+    return fmt::format("Process {} never posted the matching {}: look for a branch or an early exit that skips it.",
+                       p, want_call);
+}
+
 }  // namespace
 
 struct Watchdog::State {
@@ -163,11 +234,20 @@ struct Watchdog::State {
         std::scoped_lock lock(board_mutex);
         const auto now = Clock::now();
         nlohmann::json j = {{"rank", world_rank}, {"host", host}, {"pid", ::getpid()}};
+        // Send and receive: direction, peer and tag as data, for the report of a stuck peer.
+        const auto add_p2p = [&](const OpRecord& r, const std::string& prefix) {
+            if (!r.point_to_point) return;
+            j[prefix + "p2p"] = is_send(r) ? "send" : "recv";
+            j[prefix + "peer"] = r.root;
+            j[prefix + "tag"] = r.tag;
+            j[prefix + "comm"] = r.comm_id;
+        };
         if (current) {
             j["in_collective"] = true;
             j["op"] = record_text(*current);
             j["comm"] = current->comm_id;
             j["sequence"] = current->sequence;
+            add_p2p(*current, "");
             j["site"] = site_text(*current);
             j["seconds"] = std::chrono::duration<double>(now - current_start).count();
         } else {
@@ -176,6 +256,7 @@ struct Watchdog::State {
         }
         if (last) {
             j["last_op"] = record_text(*last);
+            add_p2p(*last, "last_");
             j["last_site"] = site_text(*last);
             j["last_seconds_ago"] = std::chrono::duration<double>(now - last_end).count();
         }
@@ -307,6 +388,25 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
         std::scoped_lock lock(s.registry_mutex);
         members = s.members[stuck.comm_id];
     }
+    int my_index = -1;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        if (members[i].world_rank == s.world_rank && members[i].pid == s.self.pid) my_index = static_cast<int>(i);
+    }
+    if (stuck.point_to_point) {
+        if (is_reporter != nullptr) *is_reporter = true;  // only the two ends wait; each reports its own side
+        std::string r = fmt::format("lockstep: point-to-point call timed out after {:.1f} s (timeout {:g} s)\n\n",
+                                    waited, stuck.timeout);
+        r += fmt::format("Operation: {} on a communicator of {} processes, called at {} by process {}\n",
+                         record_text(stuck), members.size(), site_text(stuck), my_index);
+        std::vector<nlohmann::json> boards;
+        for (const auto& m : members) boards.push_back(s.ask(m));
+        if (stuck.root >= 0 && stuck.root < static_cast<int>(boards.size())) {
+            r += "\n" + point_to_point_diagnosis(stuck, boards[static_cast<std::size_t>(stuck.root)], my_index) + "\n";
+        }
+        r += "\nWhat each process is doing:\n";
+        for (std::size_t i = 0; i < boards.size(); ++i) r += process_line(boards[i], members[i], static_cast<int>(i));
+        return r;
+    }
     std::vector<nlohmann::json> boards;
     std::vector<int> arrived, missing;
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -317,13 +417,7 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
         boards.push_back(std::move(b));
     }
     // The lowest waiting rank writes the report; the others point to it.
-    if (is_reporter != nullptr) {
-        int my_index = -1;
-        for (std::size_t i = 0; i < members.size(); ++i) {
-            if (members[i].world_rank == s.world_rank && members[i].pid == s.self.pid) my_index = static_cast<int>(i);
-        }
-        *is_reporter = !arrived.empty() && arrived.front() == my_index;
-    }
+    if (is_reporter != nullptr) *is_reporter = !arrived.empty() && arrived.front() == my_index;
     std::string r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
                                 stuck.timeout);
     r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", record_text(stuck),
@@ -335,31 +429,7 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     r += fmt::format("Arrived and waiting: {}\n", processes(arrived));
     r += fmt::format("Never arrived: {}\n", processes(missing));
     r += "\nWhat each process is doing:\n";
-    for (std::size_t i = 0; i < boards.size(); ++i) {
-        const auto& b = boards[i];
-        std::string line = fmt::format("  - Process {}", i);
-        if (members[i].world_rank != static_cast<int>(i)) line += fmt::format(" (world rank {})", members[i].world_rank);
-        if (b.contains("unreachable")) {
-            line += fmt::format(": no answer ({}): the process has exited or its node is unreachable",
-                                b["unreachable"].get<std::string>());
-        } else {
-            line += fmt::format(" (host {}, pid {}): ", b.value("host", "?"), b.value("pid", 0));
-            if (b.value("in_collective", false)) {
-                line += fmt::format("in {} for {:.1f} s at {}", b.value("op", "?"), b.value("seconds", 0.0),
-                                    b.value("site", "?"));
-            } else {
-                line += "not in a collective";
-                if (b.contains("phase")) line += fmt::format(" ({})", b["phase"].get<std::string>());
-            }
-            if (b.contains("last_op")) {
-                line += fmt::format("; last completed {} at {}, {:.1f} s ago", b.value("last_op", "?"),
-                                    b.value("last_site", "?"), b.value("last_seconds_ago", 0.0));
-            } else {
-                line += "; no collective completed yet";
-            }
-        }
-        r += line + "\n";
-    }
+    for (std::size_t i = 0; i < boards.size(); ++i) r += process_line(boards[i], members[i], static_cast<int>(i));
     if (!missing.empty()) {
         r += fmt::format(
             "\n{} never called this collective: look for a branch, an early `break` or an exception that only some "

@@ -10,7 +10,8 @@
 // stuck communicator for its board, through those sockets: a channel that does not depend on MPI, so it answers
 // while the collective is stuck and while a process computes or waits in MPI_Finalize. The lowest-ranked waiting
 // process prints the report (op, call number, shape, seconds waited, which ranks never arrived, what each process is
-// doing); then the job ends with MPI_Abort (exit code 124).
+// doing); then the job ends with MPI_Abort (exit code 124). A stuck send or recv is reported by the process that waits,
+// with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
 
 #include <lockstep/signature.hpp>
 
@@ -29,6 +30,7 @@ struct OpRecord {
     OpKind op = OpKind::Barrier;
     bool point_to_point = false;  // send/recv: peer in `root`
     const char* p2p_name = nullptr;
+    int tag = 0;  // send/recv
     int root = -1;
     DType dtype = DType::Float32;
     bool has_tensor = false;
