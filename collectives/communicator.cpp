@@ -7,6 +7,7 @@
 #include <lockstep/runtime.hpp>
 
 #include "device_staging.hpp"
+#include "tick_clock.hpp"
 #include "watchdog.hpp"
 
 #include <fmt/core.h>
@@ -54,14 +55,15 @@ std::uint64_t& communicator_counter() {
     return counter;
 }
 
-// Process-wide totals for the straggler report: nanoseconds inside collectives, and when the world was created.
-std::atomic<std::int64_t> wait_nanoseconds{0};
+// Process-wide totals for the straggler report: clock ticks inside collectives (tick_clock.hpp), and when the world
+// was created.
+std::atomic<std::int64_t> process_wait_ticks{0};
 std::atomic<std::int64_t> world_start_nanoseconds{0};
 
 }  // namespace
 
 namespace detail {
-double process_wait_seconds() { return static_cast<double>(wait_nanoseconds.load()) * 1e-9; }
+double process_wait_seconds() { return ticks_to_seconds(process_wait_ticks.load()); }
 double seconds_since_world_start() {
     const std::int64_t start = world_start_nanoseconds.load();
     if (start == 0) return 0.0;
@@ -81,7 +83,8 @@ struct Communicator::Impl {
     bool debug = false;
     double timeout = 0.0;
     std::uint64_t sequence = 0;
-    CommunicatorStats stats;
+    CommunicatorStats stats;  // wait_seconds is filled in from wait_ticks when read
+    std::int64_t wait_ticks = 0;
     int thread_level = MPI_THREAD_SINGLE;
     std::vector<WireSignature> exchanged;  // reused by every signature exchange
 
@@ -170,7 +173,7 @@ struct Communicator::Impl {
              const CallSite& site, Payload&& payload) {
         ++sequence;
         ++stats.collectives;
-        const auto start = Clock::now();
+        const std::int64_t start = detail::ticks();
         const bool watched = timeout > 0.0;
         if (watched) {
             detail::OpRecord record;
@@ -190,18 +193,17 @@ struct Communicator::Impl {
             record.line = site.where.line();
             record.function = site.where.function_name();
             record.timeout = timeout;
-            detail::Watchdog::instance().begin(record, start);
+            detail::Watchdog::instance().begin(record);
         }
         struct EndGuard {
             Impl* self;
             bool watched;
-            Clock::time_point start;
+            std::int64_t start;
             ~EndGuard() {
-                const auto now = Clock::now();
-                if (watched) detail::Watchdog::instance().end(now);
-                const auto spent = std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
-                self->stats.wait_seconds += static_cast<double>(spent) * 1e-9;
-                wait_nanoseconds.fetch_add(spent, std::memory_order_relaxed);
+                if (watched) detail::Watchdog::instance().end();
+                const std::int64_t spent = std::max<std::int64_t>(detail::ticks() - start, 0);
+                self->wait_ticks += spent;
+                process_wait_ticks.fetch_add(spent, std::memory_order_relaxed);
             }
         } guard{this, watched, start};
 
@@ -250,10 +252,10 @@ struct Communicator::Impl {
             record.line = site.where.line();
             record.function = site.where.function_name();
             record.timeout = impl.timeout;
-            detail::Watchdog::instance().begin(record, Clock::now());
+            detail::Watchdog::instance().begin(record);
         }
         ~PointToPointWatch() {
-            if (on_) detail::Watchdog::instance().end(Clock::now());
+            if (on_) detail::Watchdog::instance().end();
         }
         PointToPointWatch(const PointToPointWatch&) = delete;
         PointToPointWatch& operator=(const PointToPointWatch&) = delete;
@@ -306,7 +308,11 @@ MPI_Comm Communicator::mpi_comm() const noexcept { return impl_->comm; }
 bool Communicator::debug() const noexcept { return impl_->debug; }
 double Communicator::timeout() const noexcept { return impl_->timeout; }
 void Communicator::set_debug(bool on) noexcept { impl_->debug = on; }
-CommunicatorStats Communicator::stats() const noexcept { return impl_->stats; }
+CommunicatorStats Communicator::stats() const noexcept {
+    CommunicatorStats s = impl_->stats;
+    s.wait_seconds = detail::ticks_to_seconds(impl_->wait_ticks);
+    return s;
+}
 
 Communicator Communicator::split(int color, int key) const {
     if (color < 0) {

@@ -210,9 +210,27 @@ std::string point_to_point_diagnosis(const OpRecord& stuck, const nlohmann::json
 struct Watchdog::State {
     std::mutex board_mutex;
     std::optional<OpRecord> current;
-    Clock::time_point current_start;
     std::optional<OpRecord> last;
+    // The calling thread only counts starts and ends; this thread stamps them when it first sees a count change
+    // (every 100 ms, and when asked for the board), so the hot path reads no clock for the watchdog.
+    std::uint64_t begun = 0;
+    std::uint64_t ended = 0;
+    std::uint64_t seen_begun = 0;
+    std::uint64_t seen_ended = 0;
+    Clock::time_point current_start;
     Clock::time_point last_end;
+
+    // Stamps the starts and ends seen since the last look (board_mutex held).
+    void observe(Clock::time_point now) {
+        if (begun != seen_begun) {
+            seen_begun = begun;
+            current_start = now;
+        }
+        if (ended != seen_ended) {
+            seen_ended = ended;
+            last_end = now;
+        }
+    }
 
     std::string phase;
 
@@ -233,6 +251,7 @@ struct Watchdog::State {
     nlohmann::json board_json() {
         std::scoped_lock lock(board_mutex);
         const auto now = Clock::now();
+        observe(now);
         nlohmann::json j = {{"rank", world_rank}, {"host", host}, {"pid", ::getpid()}};
         // Send and receive: direction, peer and tag as data, for the report of a stuck peer.
         const auto add_p2p = [&](const OpRecord& r, const std::string& prefix) {
@@ -368,17 +387,17 @@ void Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint
     state_->members[comm_id] = std::move(members);
 }
 
-void Watchdog::begin(const OpRecord& record, Clock::time_point now) {
+void Watchdog::begin(const OpRecord& record) {
     std::scoped_lock lock(state_->board_mutex);
     state_->current = record;
-    state_->current_start = now;
+    ++state_->begun;
 }
 
-void Watchdog::end(Clock::time_point now) {
+void Watchdog::end() {
     std::scoped_lock lock(state_->board_mutex);
     state_->last = state_->current;
-    state_->last_end = now;
     state_->current.reset();
+    ++state_->ended;
 }
 
 std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* is_reporter) {
@@ -450,8 +469,10 @@ void Watchdog::State::loop(Watchdog& owner) {
         double waited = 0.0;
         {
             std::scoped_lock lock(board_mutex);
+            const auto now = Clock::now();
+            observe(now);
             if (current && current->timeout > 0.0 && !reported) {
-                waited = std::chrono::duration<double>(Clock::now() - current_start).count();
+                waited = std::chrono::duration<double>(now - current_start).count();
                 if (waited > current->timeout) stuck = current;
             }
         }

@@ -1,9 +1,10 @@
 #pragma once
 // The hang watchdog (internal).
 //
-// Each process keeps a progress board: the collective it is in (communicator, call number, op, shape, call site, when
-// it started) and the last one it completed. The main thread writes it under an uncontended mutex at the start and
-// end of each collective: no MPI call, no system call on the hot path.
+// Each process keeps a progress board: the collective it is in (communicator, call number, op, shape, call site) and
+// the last one it completed. The main thread writes it under an uncontended mutex at the start and end of each
+// collective: no MPI call, no system call and no clock read on the hot path; the watchdog thread stamps the start
+// and end times itself when it sees them (within its 100 ms period).
 //
 // A watchdog thread per process serves that board over a TCP socket (loopback when the job is on one node) and checks
 // every 100 ms whether the collective in flight has outlived its timeout. When it has, it asks every process of the
@@ -66,9 +67,9 @@ public:
     // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
     void set_phase(std::string phase);
 
-    // The caller's clock readings are reused, so the board costs no extra clock read.
-    void begin(const OpRecord& record, std::chrono::steady_clock::time_point now);
-    void end(std::chrono::steady_clock::time_point now);
+    // Start and end of a collective or send/recv on this process's board (no clock read: see above).
+    void begin(const OpRecord& record);
+    void end();
 
     // The report text for a stuck record, asking every member of its communicator (used by the thread; public for
     // tests that want the text without ending the job).

@@ -4,6 +4,9 @@
 
 #include <lockstep.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "runtime_fixture.hpp"
 
 #include <cmath>
@@ -306,4 +309,19 @@ BOOST_AUTO_TEST_CASE(statistics_count_calls_and_time) {
     BOOST_TEST(after.mpi_calls == before.mpi_calls + 2);  // debug off: exactly the payload calls
     BOOST_TEST(after.signature_checks == before.signature_checks);
     BOOST_TEST(after.wait_seconds >= before.wait_seconds);
+}
+
+BOOST_AUTO_TEST_CASE(wait_statistics_measure_the_time_spent_waiting_for_a_late_rank) {
+    // Rank 0 arrives 300 ms late at a barrier: every other rank's wait grows by about that much, rank 0's barely.
+    comm().barrier();
+    const double before = comm().stats().wait_seconds;
+    if (R() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    comm().barrier();
+    const double waited = comm().stats().wait_seconds - before;
+    if (R() == 0) {
+        BOOST_TEST(waited < 0.15, "rank 0 waited " << waited << " s");
+    } else {
+        BOOST_TEST(waited > 0.25, "rank " << R() << " waited " << waited << " s");
+        BOOST_TEST(waited < 0.55, "rank " << R() << " waited " << waited << " s");  // also catches a wrong tick rate
+    }
 }
