@@ -107,6 +107,50 @@ std::string size_text(std::size_t bytes) {
     return fmt::format("{} B", bytes);
 }
 
+// lockstep's own cost per call, without a peer: each op on MPI_COMM_SELF (where MPI does almost nothing) with 1024
+// floats, raw against lockstep, lockstep with the watchdog, and lockstep in debug mode. Every rank measures its own;
+// the table is the main process's.
+std::string per_call_cost_on_one_process(bool quick) {
+    Communicator plain(MPI_COMM_SELF, {false, 0.0});
+    Communicator watched(MPI_COMM_SELF, {false, 600.0});
+    Communicator debug(MPI_COMM_SELF, {true, 600.0});
+    MPI_Comm self = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_SELF, &self);
+    Tensor t = Tensor::ones({1024});
+    Tensor out = Tensor::empty({1024});
+    std::string text =
+        "### Per-call cost on one process\n\nEach op on MPI_COMM_SELF with 1024 floats: what lockstep adds to the MPI "
+        "call itself, in nanoseconds (median over batches).\n\n"
+        "| op | raw MPI ns | lockstep ns | Δ ns | + watchdog ns | Δ ns | debug ns | Δ ns |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const std::string op : {"allreduce", "broadcast", "allgather", "reduce_scatter"}) {
+        auto call = [&](Communicator& c) -> std::function<void()> {
+            if (op == "allreduce") return [&c, &t] { c.allreduce_(t); };
+            if (op == "broadcast") return [&c, &t] { c.broadcast_(t, 0); };
+            if (op == "allgather") return [&c, &t, &out] { c.allgather_into(t, out); };
+            return [&c, &t, &out] { c.reduce_scatter_into(t, out); };
+        };
+        std::function<void()> raw;
+        float* in = t.data<float>();
+        float* o = out.data<float>();
+        if (op == "allreduce") raw = [=] { MPI_Allreduce(MPI_IN_PLACE, in, 1024, MPI_FLOAT, MPI_SUM, self); };
+        if (op == "broadcast") raw = [=] { MPI_Bcast(in, 1024, MPI_FLOAT, 0, self); };
+        if (op == "allgather") raw = [=] { MPI_Allgather(in, 1024, MPI_FLOAT, o, 1024, MPI_FLOAT, self); };
+        if (op == "reduce_scatter") {
+            raw = [=] { MPI_Reduce_scatter_block(in, o, 1024, MPI_FLOAT, MPI_SUM, self); };
+        }
+        std::vector<Variant> variants = {{"raw", raw}, {"lockstep", call(plain)}, {"watchdog", call(watched)},
+                                         {"debug", call(debug)}};
+        const Measured m = measure(self, variants, quick ? 0.001 : 0.01, 1000, quick ? 5 : 21);
+        std::vector<double> ns;
+        for (const auto& v : m.samples) ns.push_back(median(v) * 1e9);
+        text += fmt::format("| {} | {:.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} |\n", op, ns[0], ns[1],
+                            ns[1] - ns[0], ns[2], ns[2] - ns[0], ns[3], ns[3] - ns[0]);
+    }
+    MPI_Comm_free(&self);
+    return text + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +268,7 @@ int main(int argc, char** argv) {
         }
         report += "\n";
     }
+    report += per_call_cost_on_one_process(quick);
     MPI_Comm_free(&raw_comm);
     if (rt->identity().is_main_process()) {
         std::fputs(report.c_str(), stdout);
