@@ -209,7 +209,7 @@ protected:
     // Blocks of 2 MiB and more (every request from 1 MiB up rounds to whole 2 MiB granules) are mapped on their own,
     // aligned to 2 MiB and offered to the kernel for transparent huge pages. Copies between processes (the shared
     // memory transport's single-copy path) pin and walk the pages of a buffer, and a huge page replaces 512 small ones:
-    // on a 16 MiB broadcast between two local ranks that halves the time against the same call on malloc'd memory
+    // a 16 MiB broadcast between two local ranks takes about a third of the time of the same call on malloc'd memory
     // (docs/benchmarks.md). The kernel's policy decides: with transparent_hugepage=never the hint changes nothing.
     void* system_allocate(std::size_t bytes) override {
         if (bytes < huge_block) {

@@ -5,7 +5,8 @@
 // that the next allocation of a similar size reuses them without a system call. A request is served by the smallest
 // cached block that is at least as large and at most twice as large; statistics count whole blocks. Under a cap (`cpu_memory_limit` for the host),
 // in-use plus cached bytes never exceed the limit: a request that would pass it first releases cached blocks, and if
-// the blocks in use alone leave no room it throws OutOfMemoryError and changes nothing.
+// the blocks in use alone leave no room it throws OutOfMemoryError and changes nothing. Host blocks of 2 MiB and more
+// are mapped on their own, 2 MiB-aligned and offered to transparent huge pages (see allocator.cpp).
 
 #include <lockstep/device.hpp>
 #include <lockstep/errors.hpp>
