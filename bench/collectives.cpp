@@ -108,6 +108,24 @@ std::string size_text(std::size_t bytes) {
     return fmt::format("{} B", bytes);
 }
 
+// The raw MPI call of `op` on float buffers: `in` holds `count` elements per rank (allreduce and broadcast work in
+// place on it), `out` receives the allgather's whole or the reduce_scatter's share (count / n elements).
+std::function<void()> raw_call(const std::string& op, float* in, float* out, int count, int n, MPI_Comm comm) {
+    if (op == "allreduce") return [=] { MPI_Allreduce(MPI_IN_PLACE, in, count, MPI_FLOAT, MPI_SUM, comm); };
+    if (op == "broadcast") return [=] { MPI_Bcast(in, count, MPI_FLOAT, 0, comm); };
+    if (op == "allgather") return [=] { MPI_Allgather(in, count, MPI_FLOAT, out, count, MPI_FLOAT, comm); };
+    return [=] { MPI_Reduce_scatter_block(in, out, count / n, MPI_FLOAT, MPI_SUM, comm); };
+}
+
+// The lockstep call of `op`, through the forms that write into existing tensors, as the raw calls do.
+std::function<void()> lockstep_call(const std::string& op, Communicator& c, Tensor& t, Tensor& gathered,
+                                    Tensor& scattered) {
+    if (op == "allreduce") return [&c, &t] { c.allreduce_(t); };
+    if (op == "broadcast") return [&c, &t] { c.broadcast_(t, 0); };
+    if (op == "allgather") return [&c, &t, &gathered] { c.allgather_into(t, gathered); };
+    return [&c, &t, &scattered] { c.reduce_scatter_into(t, scattered); };
+}
+
 // lockstep's own cost per call, without a peer: each op on MPI_COMM_SELF (where MPI does almost nothing) with 1024
 // floats, raw against lockstep, lockstep with the watchdog, and lockstep in debug mode. Every rank measures its own;
 // the table is the main process's.
@@ -125,21 +143,8 @@ std::string per_call_cost_on_one_process(bool quick) {
         "| op | raw MPI ns | lockstep ns | Δ ns | + watchdog ns | Δ ns | debug ns | Δ ns |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const std::string op : {"allreduce", "broadcast", "allgather", "reduce_scatter"}) {
-        auto call = [&](Communicator& c) -> std::function<void()> {
-            if (op == "allreduce") return [&c, &t] { c.allreduce_(t); };
-            if (op == "broadcast") return [&c, &t] { c.broadcast_(t, 0); };
-            if (op == "allgather") return [&c, &t, &out] { c.allgather_into(t, out); };
-            return [&c, &t, &out] { c.reduce_scatter_into(t, out); };
-        };
-        std::function<void()> raw;
-        float* in = t.data<float>();
-        float* o = out.data<float>();
-        if (op == "allreduce") raw = [=] { MPI_Allreduce(MPI_IN_PLACE, in, 1024, MPI_FLOAT, MPI_SUM, self); };
-        if (op == "broadcast") raw = [=] { MPI_Bcast(in, 1024, MPI_FLOAT, 0, self); };
-        if (op == "allgather") raw = [=] { MPI_Allgather(in, 1024, MPI_FLOAT, o, 1024, MPI_FLOAT, self); };
-        if (op == "reduce_scatter") {
-            raw = [=] { MPI_Reduce_scatter_block(in, o, 1024, MPI_FLOAT, MPI_SUM, self); };
-        }
+        const auto call = [&](Communicator& c) { return lockstep_call(op, c, t, out, out); };
+        const auto raw = raw_call(op, t.data<float>(), out.data<float>(), 1024, 1, self);
         std::vector<Variant> variants = {{"raw", raw}, {"lockstep", call(plain)}, {"watchdog", call(watched)},
                                          {"debug", call(debug)}};
         const Measured m = measure(self, variants, quick ? 0.001 : 0.01, 1000, quick ? 5 : 21);
@@ -211,36 +216,21 @@ int main(int argc, char** argv) {
             Tensor t = Tensor::ones({count});
             std::vector<float> raw_in(static_cast<std::size_t>(count), 1.0f);
             std::vector<float> raw_out(static_cast<std::size_t>(count) * static_cast<std::size_t>(n), 0.0f);
-            // The forms that write into existing tensors, like the raw calls they are compared with.
             Tensor gathered = Tensor::empty({count * n});
             Tensor scattered = Tensor::empty({std::max<std::int64_t>(count / n, 1)});
-            auto lockstep_call = [&](Communicator& c) -> std::function<void()> {
-                if (o == "allreduce") return [&c, &t] { c.allreduce_(t); };
-                if (o == "broadcast") return [&c, &t] { c.broadcast_(t, 0); };
-                if (o == "allgather") return [&c, &t, &gathered] { c.allgather_into(t, gathered); };
-                return [&c, &t, &scattered] { c.reduce_scatter_into(t, scattered); };
-            };
-            const int c32 = static_cast<int>(count);
-            // The raw MPI call on the given input and output buffers (allreduce and broadcast work in place on `in`).
-            auto raw_call = [&](float* in, float* out) -> std::function<void()> {
-                if (o == "allreduce") {
-                    return [=] { MPI_Allreduce(MPI_IN_PLACE, in, c32, MPI_FLOAT, MPI_SUM, raw_comm); };
-                }
-                if (o == "broadcast") return [=] { MPI_Bcast(in, c32, MPI_FLOAT, 0, raw_comm); };
-                if (o == "allgather") {
-                    return [=] { MPI_Allgather(in, c32, MPI_FLOAT, out, c32, MPI_FLOAT, raw_comm); };
-                }
-                return [=] { MPI_Reduce_scatter_block(in, out, c32 / n, MPI_FLOAT, MPI_SUM, raw_comm); };
+            const auto lockstep_on = [&](Communicator& c) { return lockstep_call(o, c, t, gathered, scattered); };
+            const auto raw_on = [&](float* in, float* out) {
+                return raw_call(o, in, out, static_cast<int>(count), n, raw_comm);
             };
             std::vector<Variant> variants = {
-                {"raw", raw_call(raw_in.data(), raw_out.data())},
-                {"raw again", raw_call(raw_in.data(), raw_out.data())},  // A/A: the noise floor of this row
-                {"lockstep", lockstep_call(plain)},
-                {"watchdog", lockstep_call(watched)},
-                {"debug", lockstep_call(debug)},
+                {"raw", raw_on(raw_in.data(), raw_out.data())},
+                {"raw again", raw_on(raw_in.data(), raw_out.data())},  // A/A: the noise floor of this row
+                {"lockstep", lockstep_on(plain)},
+                {"watchdog", lockstep_on(watched)},
+                {"debug", lockstep_on(debug)},
                 // The raw call on the very tensors lockstep uses: the same memory, so only the per-call path differs.
                 {"raw on tensor memory",
-                 raw_call(t.data<float>(), (o == "allgather" ? gathered : scattered).data<float>())}};
+                 raw_on(t.data<float>(), (o == "allgather" ? gathered : scattered).data<float>())}};
             const std::size_t payload = static_cast<std::size_t>(count) * 4;
             // Up to 4 MiB: 21 batches of about 10 ms each; above, 7 batches of at least 6 calls.
             const bool large = payload > (4u << 20);

@@ -15,6 +15,12 @@
 
 namespace lockstep {
 
+namespace {
+// The large-block granule, and the size from which host blocks get a huge-page mapping of their own: one 2 MiB
+// transparent huge page on x86-64 and most other Linux targets.
+constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
+}  // namespace
+
 std::string format_bytes(std::size_t bytes) {
     static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     if (bytes < 1024) return fmt::format("{} B", bytes);
@@ -91,7 +97,7 @@ Allocator::~Allocator() = default;
 std::size_t Allocator::round_size(std::size_t bytes) noexcept {
     constexpr std::size_t small_granule = 512;
     constexpr std::size_t large_threshold = std::size_t{1} << 20;
-    constexpr std::size_t large_granule = std::size_t{2} << 20;
+    constexpr std::size_t large_granule = huge_page_bytes;
     if (bytes == 0) return small_granule;
     const std::size_t granule = bytes < large_threshold ? small_granule : large_granule;
     return (bytes + granule - 1) / granule * granule;
@@ -242,7 +248,7 @@ protected:
     }
 
 private:
-    static constexpr std::size_t huge_block = std::size_t{2} << 20;
+    static constexpr std::size_t huge_block = huge_page_bytes;
 };
 
 }  // namespace
