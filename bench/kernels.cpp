@@ -9,6 +9,7 @@
 #include <lockstep/build_config.hpp>
 #include <lockstep/kernels.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <Eigen/Core>
 
@@ -158,31 +159,15 @@ void matmul_rows(bool quick, std::vector<Row>& rows) {
     }
 }
 
-int usage(std::string_view problem) {
-    std::cerr << problem << "\nusage: bench_kernels [--quick] [--out PATH]\n";
-    return 2;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
     Options options;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--quick") {
-            options.quick = true;
-        } else if (arg == "--out" && i + 1 < argc) {
-            options.out = argv[++i];
-        } else if (arg == "--help" || arg == "-h") {
-            std::cout << "bench_kernels: elementwise and sum bandwidth against memcpy, matmul against Eigen\n"
-                         "usage: bench_kernels [--quick] [--out PATH]\n"
-                         "  --quick     fewer repetitions\n"
-                         "  --out PATH  also write the Markdown table there (default bench/results/kernels.md)\n";
-            return 0;
-        } else {
-            return usage(fmt::format("unknown argument '{}'", arg));
-        }
-    }
+    CLI::App app{"bench_kernels: elementwise and sum bandwidth against memcpy, matmul against Eigen"};
+    app.add_flag("--quick", options.quick, "Fewer repetitions");
+    app.add_option("--out", options.out, "Also write the Markdown table there")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
 
     const int reps = options.quick ? 3 : 11;
     std::vector<Row> rows;

@@ -15,6 +15,7 @@
 #include <lockstep.hpp>
 
 #include <fcntl.h>
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -93,31 +94,16 @@ std::string load_average() {
     return (in >> first) ? first : std::string("n/a");
 }
 
-int usage(const std::string& problem) {
-    std::cerr << problem << "\nusage: bench_logging [--quick] [--out PATH]\n";
-    return 2;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
     bool quick = false;
     std::string out_path;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--quick") {
-            quick = true;
-        } else if (arg == "--out" && i + 1 < argc) {
-            out_path = argv[++i];
-        } else if (arg == "--help" || arg == "-h") {
-            std::cout << "usage: bench_logging [--quick] [--out PATH]   (run under mpirun -n N)\n"
-                         "  --quick     fewer repetitions\n"
-                         "  --out PATH  also append the Markdown row to PATH\n";
-            return 0;
-        } else {
-            return usage("unknown argument: " + arg);
-        }
-    }
+    CLI::App app{"bench_logging: cost of lockstep's rank-aware log calls (run under mpirun -n N)"};
+    app.add_flag("--quick", quick, "Fewer repetitions");
+    app.add_option("--out", out_path, "Also append the Markdown row to PATH");
+    CLI11_PARSE(app, argc, argv);
 
     lockstep::ScopedRuntime runtime;
     const MPI_Comm comm = runtime->comm();

@@ -55,15 +55,31 @@ std::uint64_t& communicator_counter() {
     return counter;
 }
 
-// Process-wide totals for the straggler report: clock ticks inside collectives (tick_clock.hpp), and when the world
-// was created.
-std::atomic<std::int64_t> process_wait_ticks{0};
+// When the world was created (for the straggler report).
 std::atomic<std::int64_t> world_start_nanoseconds{0};
+
+// The process-wide time inside collectives (straggler report): the sum over live communicators, read from each one's
+// own counter, plus what freed ones left. Kept apart from the call path, which only adds to its communicator's counter.
+struct WaitTotals {
+    std::mutex mutex;
+    std::vector<const std::atomic<std::int64_t>*> live;
+    std::int64_t retired = 0;
+};
+WaitTotals& wait_totals() {
+    static WaitTotals totals;
+    return totals;
+}
 
 }  // namespace
 
 namespace detail {
-double process_wait_seconds() { return ticks_to_seconds(process_wait_ticks.load()); }
+double process_wait_seconds() {
+    WaitTotals& totals = wait_totals();
+    std::scoped_lock lock(totals.mutex);
+    std::int64_t ticks = totals.retired;
+    for (const auto* counter : totals.live) ticks += counter->load(std::memory_order_relaxed);
+    return ticks_to_seconds(ticks);
+}
 double seconds_since_world_start() {
     const std::int64_t start = world_start_nanoseconds.load();
     if (start == 0) return 0.0;
@@ -74,17 +90,25 @@ double seconds_since_world_start() {
 
 // -------------------------------------------------------------------------------------------------- Impl
 
-struct Communicator::Impl {
-    MPI_Comm comm = MPI_COMM_NULL;     // payload traffic
+struct alignas(64) Communicator::Impl {
+    // What every call reads or writes, in the first cache line: a call on host memory touches this line, the tensor's
+    // first line and MPI's own state, and (with the watchdog on) its board.
+    MPI_Comm comm = MPI_COMM_NULL;  // payload traffic
+    int size = 1;
+    bool debug = false;
+    bool tsc = false;                           // detail::ticks_are_tsc(), read once
+    detail::Board* board = nullptr;             // the watchdog's board of collectives; null when the timeout is 0
+    std::uint64_t sequence = 0;
+    std::uint64_t collectives = 0;              // CommunicatorStats::collectives
+    std::uint64_t mpi_calls = 0;                // CommunicatorStats::mpi_calls
+    std::atomic<std::int64_t> wait_ticks{0};    // time inside collectives (also read by the straggler report)
+
     MPI_Comm control = MPI_COMM_NULL;  // signature exchanges: never matches payload messages
     int rank = 0;
-    int size = 1;
     std::uint64_t id = 0;
-    bool debug = false;
     double timeout = 0.0;
-    std::uint64_t sequence = 0;
-    CommunicatorStats stats;  // wait_seconds is filled in from wait_ticks when read
-    std::int64_t wait_ticks = 0;
+    std::uint64_t signature_checks = 0;
+    detail::Board* p2p_board = nullptr;  // sends and receives; null when the timeout is 0
     int thread_level = MPI_THREAD_SINGLE;
     std::vector<WireSignature> exchanged;  // reused by every signature exchange
 
@@ -92,6 +116,7 @@ struct Communicator::Impl {
         const Config& cfg = config();
         debug = options.debug.value_or(cfg.debug);
         timeout = options.timeout.value_or(cfg.timeout);
+        tsc = detail::ticks_are_tsc();
         LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &comm));
         LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
         LOCKSTEP_MPI_CHECK(MPI_Comm_dup(comm, &control));
@@ -109,7 +134,14 @@ struct Communicator::Impl {
         LOCKSTEP_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, members.data(), sizeof mine, MPI_BYTE, control));
         for (const auto& m : members) id = std::max(id, m.next_comm_id);
         communicator_counter() = id + 1;
-        watchdog.register_communicator(id, std::move(members));
+        const detail::Boards boards = watchdog.register_communicator(id, std::move(members), timeout);
+        if (timeout > 0.0) {
+            board = boards.collectives;
+            p2p_board = boards.point_to_point;
+        }
+        WaitTotals& totals = wait_totals();
+        std::scoped_lock lock(totals.mutex);
+        totals.live.push_back(&wait_ticks);
     }
 
     ~Impl() {
@@ -120,11 +152,15 @@ struct Communicator::Impl {
             if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
         }
         detail::Watchdog::instance().forget_communicator(id);
+        WaitTotals& totals = wait_totals();
+        std::scoped_lock lock(totals.mutex);
+        std::erase(totals.live, &wait_ticks);
+        totals.retired += wait_ticks.load(std::memory_order_relaxed);
     }
 
     // Counts, then checks, one MPI call made for a collective.
     void mpi(int rc, std::string_view call, std::source_location where = std::source_location::current()) {
-        ++stats.mpi_calls;
+        ++mpi_calls;
         detail::check_mpi(rc, call, where);
     }
 
@@ -172,12 +208,11 @@ struct Communicator::Impl {
     void run(OpKind op, const Tensor* t, int root, std::optional<ReduceOp> reduce_op, int varying_dim,
              const CallSite& site, Payload&& payload) {
         ++sequence;
-        ++stats.collectives;
-        const std::int64_t start = detail::ticks();
-        const bool watched = timeout > 0.0;
-        if (watched) {
-            detail::OpRecord record;
-            record.comm_id = id;
+        ++collectives;
+        const std::int64_t start = detail::ticks(tsc);
+        detail::Board* const watched = board;
+        if (watched != nullptr) {
+            detail::OpRecord record;  // comm_id and timeout are the board's
             record.sequence = sequence;
             record.op = op;
             record.root = root;
@@ -192,21 +227,19 @@ struct Communicator::Impl {
             record.file = site.where.file_name();
             record.line = site.where.line();
             record.function = site.where.function_name();
-            record.timeout = timeout;
-            detail::Watchdog::instance().begin(record);
+            watched->begin(record);
         }
         struct EndGuard {
             Impl* self;
-            bool watched;
+            detail::Board* watched;
             std::int64_t start;
             ~EndGuard() {
-                if (watched) detail::Watchdog::instance().end();
-                const std::int64_t spent = std::max<std::int64_t>(detail::ticks() - start, 0);
-                self->wait_ticks += spent;
-                // A plain load and store, not a locked add: no bus lock on the hot path. Collectives finishing at the
-                // same instant on two threads could lose one addition to this process-wide statistic, never more.
-                process_wait_ticks.store(process_wait_ticks.load(std::memory_order_relaxed) + spent,
-                                         std::memory_order_relaxed);
+                if (watched != nullptr) watched->end();
+                const std::int64_t spent = std::max<std::int64_t>(detail::ticks(self->tsc) - start, 0);
+                // A plain load and store, not a locked add: the collectives of a communicator are never concurrent
+                // (MPI's rule), and the straggler report only reads.
+                self->wait_ticks.store(self->wait_ticks.load(std::memory_order_relaxed) + spent,
+                                       std::memory_order_relaxed);
             }
         } guard{this, watched, start};
 
@@ -219,7 +252,7 @@ struct Communicator::Impl {
     }
 
     void exchange_and_check(const WireSignature& wire) {
-        ++stats.signature_checks;
+        ++signature_checks;
         std::vector<WireSignature>& all = exchanged;
         all.resize(static_cast<std::size_t>(size));
         mpi(MPI_Allgather(&wire, sizeof wire, MPI_BYTE, all.data(), sizeof wire, MPI_BYTE, control), "MPI_Allgather");
@@ -237,10 +270,9 @@ struct Communicator::Impl {
     class PointToPointWatch {
     public:
         PointToPointWatch(const Impl& impl, const char* name, int peer, int tag, const Tensor& t, const CallSite& site)
-            : on_(impl.timeout > 0.0) {
-            if (!on_) return;
-            detail::OpRecord record;
-            record.comm_id = impl.id;
+            : board_(impl.p2p_board) {
+            if (board_ == nullptr) return;
+            detail::OpRecord record;  // comm_id and timeout are the board's
             record.point_to_point = true;
             record.p2p_name = name;
             record.root = peer;
@@ -254,17 +286,16 @@ struct Communicator::Impl {
             record.file = site.where.file_name();
             record.line = site.where.line();
             record.function = site.where.function_name();
-            record.timeout = impl.timeout;
-            detail::Watchdog::instance().begin(record);
+            board_->begin_shared(record);  // several threads may send and receive on one communicator
         }
         ~PointToPointWatch() {
-            if (on_) detail::Watchdog::instance().end();
+            if (board_ != nullptr) board_->end_shared();
         }
         PointToPointWatch(const PointToPointWatch&) = delete;
         PointToPointWatch& operator=(const PointToPointWatch&) = delete;
 
     private:
-        bool on_;
+        detail::Board* board_;
     };
 
     void check_divisible(const Tensor& t, OpKind op) const {
@@ -312,8 +343,11 @@ bool Communicator::debug() const noexcept { return impl_->debug; }
 double Communicator::timeout() const noexcept { return impl_->timeout; }
 void Communicator::set_debug(bool on) noexcept { impl_->debug = on; }
 CommunicatorStats Communicator::stats() const noexcept {
-    CommunicatorStats s = impl_->stats;
-    s.wait_seconds = detail::ticks_to_seconds(impl_->wait_ticks);
+    CommunicatorStats s;
+    s.collectives = impl_->collectives;
+    s.signature_checks = impl_->signature_checks;
+    s.mpi_calls = impl_->mpi_calls;
+    s.wait_seconds = detail::ticks_to_seconds(impl_->wait_ticks.load(std::memory_order_relaxed));
     return s;
 }
 

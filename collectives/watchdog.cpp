@@ -208,34 +208,76 @@ std::string point_to_point_diagnosis(const OpRecord& stuck, const nlohmann::json
 }  // namespace
 
 struct Watchdog::State {
-    std::mutex board_mutex;
-    std::optional<OpRecord> current;
-    std::optional<OpRecord> last;
-    // The calling thread only counts starts and ends; this thread stamps them when it first sees a count change
-    // (every 100 ms, and when asked for the board), so the hot path reads no clock for the watchdog.
-    std::uint64_t begun = 0;
-    std::uint64_t ended = 0;
-    std::uint64_t seen_begun = 0;
-    std::uint64_t seen_ended = 0;
-    Clock::time_point current_start;
-    Clock::time_point last_end;
+    // What the watchdog thread knows of one board: the counts it last saw and when it saw them change. The calling
+    // threads only count starts and ends; the times are stamped here, every 100 ms and when the board is asked for,
+    // so the hot path reads no clock for the watchdog.
+    struct Watched {
+        std::unique_ptr<Board> board;
+        std::uint64_t seen_begun = 0;
+        std::uint64_t seen_ended = 0;
+        Clock::time_point start;  // of the call in flight
+        Clock::time_point end;    // of the last call completed
+        std::optional<Board::Snapshot> snapshot;
+    };
+    struct Registered {
+        std::vector<Endpoint> members;  // in the communicator's rank order
+        Watched boards[2];              // collectives, sends and receives
+    };
 
-    // Stamps the starts and ends seen since the last look (board_mutex held).
+    // Everything below registry_mutex: the calling threads take it only to create and free communicators.
+    std::mutex registry_mutex;
+    std::map<std::uint64_t, Registered> registered;  // comm id -> members and boards
+    // The last call completed on a communicator that has been freed since (a process that freed its communicators and
+    // went on to MPI_Finalize still shows its last call).
+    std::optional<std::pair<OpRecord, Clock::time_point>> retired_last;
+
+    // A fresh look at every board: snapshots, and stamps of the counts that changed (registry_mutex held).
     void observe(Clock::time_point now) {
-        if (begun != seen_begun) {
-            seen_begun = begun;
-            current_start = now;
-        }
-        if (ended != seen_ended) {
-            seen_ended = ended;
-            last_end = now;
+        for (auto& [id, entry] : registered) {
+            for (Watched& w : entry.boards) {
+                auto snap = w.board->read();
+                if (!snap) continue;  // raced with writes on every try: keep the previous look
+                if (snap->begun != w.seen_begun) {
+                    w.seen_begun = snap->begun;
+                    w.start = now;
+                }
+                if (snap->ended != w.seen_ended) {
+                    w.seen_ended = snap->ended;
+                    w.end = now;
+                }
+                w.snapshot = std::move(snap);
+            }
         }
     }
 
-    std::string phase;
+    // The calls in flight, oldest first, and the most recently completed one (after observe).
+    struct InFlight {
+        OpRecord record;
+        Clock::time_point start;
+    };
+    [[nodiscard]] std::vector<InFlight> in_flight() const {
+        std::vector<InFlight> calls;
+        for (const auto& [id, entry] : registered) {
+            for (const Watched& w : entry.boards) {
+                if (w.snapshot && w.snapshot->current) calls.push_back({*w.snapshot->current, w.start});
+            }
+        }
+        std::stable_sort(calls.begin(), calls.end(), [](const InFlight& a, const InFlight& b) { return a.start < b.start; });
+        return calls;
+    }
+    [[nodiscard]] std::optional<std::pair<OpRecord, Clock::time_point>> last_completed() const {
+        std::optional<std::pair<OpRecord, Clock::time_point>> best = retired_last;
+        for (const auto& [id, entry] : registered) {
+            for (const Watched& w : entry.boards) {
+                if (w.snapshot && w.snapshot->last && (!best || w.end >= best->second)) {
+                    best = std::make_pair(*w.snapshot->last, w.end);
+                }
+            }
+        }
+        return best;
+    }
 
-    std::mutex registry_mutex;
-    std::map<std::uint64_t, std::vector<Endpoint>> members;  // comm id -> members in rank order
+    std::string phase;  // registry_mutex
     Endpoint self{};
     int world_rank = 0;
     int thread_level = MPI_THREAD_SINGLE;
@@ -249,7 +291,7 @@ struct Watchdog::State {
     bool reported = false;
 
     nlohmann::json board_json() {
-        std::scoped_lock lock(board_mutex);
+        std::scoped_lock lock(registry_mutex);
         const auto now = Clock::now();
         observe(now);
         nlohmann::json j = {{"rank", world_rank}, {"host", host}, {"pid", ::getpid()}};
@@ -261,23 +303,32 @@ struct Watchdog::State {
             j[prefix + "tag"] = r.tag;
             j[prefix + "comm"] = r.comm_id;
         };
-        if (current) {
+        const std::vector<InFlight> calls = in_flight();
+        if (!calls.empty()) {
+            // The oldest call in flight; every call in flight (threads may be in calls on several communicators)
+            // as communicator and call number, for the check of who arrived.
+            const OpRecord& current = calls.front().record;
             j["in_collective"] = true;
-            j["op"] = record_text(*current);
-            j["comm"] = current->comm_id;
-            j["sequence"] = current->sequence;
-            add_p2p(*current, "");
-            j["site"] = site_text(*current);
-            j["seconds"] = std::chrono::duration<double>(now - current_start).count();
+            j["op"] = record_text(current);
+            j["comm"] = current.comm_id;
+            j["sequence"] = current.sequence;
+            add_p2p(current, "");
+            j["site"] = site_text(current);
+            j["seconds"] = std::chrono::duration<double>(now - calls.front().start).count();
+            nlohmann::json all = nlohmann::json::array();
+            for (const auto& c : calls) {
+                all.push_back({{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point}});
+            }
+            j["in_flight"] = std::move(all);
         } else {
             j["in_collective"] = false;
             if (!phase.empty()) j["phase"] = phase;
         }
-        if (last) {
-            j["last_op"] = record_text(*last);
-            add_p2p(*last, "last_");
-            j["last_site"] = site_text(*last);
-            j["last_seconds_ago"] = std::chrono::duration<double>(now - last_end).count();
+        if (const auto last = last_completed()) {
+            j["last_op"] = record_text(last->first);
+            add_p2p(last->first, "last_");
+            j["last_site"] = site_text(last->first);
+            j["last_seconds_ago"] = std::chrono::duration<double>(now - last->second).count();
         }
         return j;
     }
@@ -373,31 +424,30 @@ Endpoint Watchdog::endpoint() const {
 }
 
 void Watchdog::forget_communicator(std::uint64_t comm_id) {
-    std::scoped_lock lock(state_->registry_mutex);
-    state_->members.erase(comm_id);
+    State& s = *state_;
+    std::scoped_lock lock(s.registry_mutex);
+    const auto it = s.registered.find(comm_id);
+    if (it == s.registered.end()) return;
+    s.observe(Clock::now());
+    for (const State::Watched& w : it->second.boards) {
+        if (w.snapshot && w.snapshot->last && (!s.retired_last || w.end >= s.retired_last->second)) {
+            s.retired_last = std::make_pair(*w.snapshot->last, w.end);
+        }
+    }
+    s.registered.erase(it);
 }
 
 void Watchdog::set_phase(std::string phase) {
-    std::scoped_lock lock(state_->board_mutex);
+    std::scoped_lock lock(state_->registry_mutex);
     state_->phase = std::move(phase);
 }
 
-void Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members) {
+Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout) {
     std::scoped_lock lock(state_->registry_mutex);
-    state_->members[comm_id] = std::move(members);
-}
-
-void Watchdog::begin(const OpRecord& record) {
-    std::scoped_lock lock(state_->board_mutex);
-    state_->current = record;
-    ++state_->begun;
-}
-
-void Watchdog::end() {
-    std::scoped_lock lock(state_->board_mutex);
-    state_->last = state_->current;
-    state_->current.reset();
-    ++state_->ended;
+    State::Registered& entry = state_->registered[comm_id];
+    entry.members = std::move(members);
+    for (auto& w : entry.boards) w.board = std::make_unique<Board>(comm_id, timeout);
+    return Boards{entry.boards[0].board.get(), entry.boards[1].board.get()};
 }
 
 std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* is_reporter) {
@@ -405,7 +455,7 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     std::vector<Endpoint> members;
     {
         std::scoped_lock lock(s.registry_mutex);
-        members = s.members[stuck.comm_id];
+        if (auto it = s.registered.find(stuck.comm_id); it != s.registered.end()) members = it->second.members;
     }
     int my_index = -1;
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -430,8 +480,14 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     std::vector<int> arrived, missing;
     for (std::size_t i = 0; i < members.size(); ++i) {
         nlohmann::json b = s.ask(members[i]);
-        const bool same_call = b.value("in_collective", false) && b.value("comm", std::uint64_t{~0ULL}) == stuck.comm_id &&
-                               b.value("sequence", std::uint64_t{~0ULL}) == stuck.sequence;
+        bool same_call = false;
+        if (b.contains("in_flight") && b["in_flight"].is_array()) {
+            for (const auto& call : b["in_flight"]) {
+                same_call = same_call || (!call.value("p2p", false) &&
+                                          call.value("comm", std::uint64_t{~0ULL}) == stuck.comm_id &&
+                                          call.value("sequence", std::uint64_t{~0ULL}) == stuck.sequence);
+            }
+        }
         (same_call ? arrived : missing).push_back(static_cast<int>(i));
         boards.push_back(std::move(b));
     }
@@ -467,13 +523,17 @@ void Watchdog::State::loop(Watchdog& owner) {
 
         std::optional<OpRecord> stuck;
         double waited = 0.0;
-        {
-            std::scoped_lock lock(board_mutex);
+        if (!reported) {
+            std::scoped_lock lock(registry_mutex);
             const auto now = Clock::now();
             observe(now);
-            if (current && current->timeout > 0.0 && !reported) {
-                waited = std::chrono::duration<double>(now - current_start).count();
-                if (waited > current->timeout) stuck = current;
+            for (const InFlight& call : in_flight()) {
+                const double seconds = std::chrono::duration<double>(now - call.start).count();
+                if (call.record.timeout > 0.0 && seconds > call.record.timeout) {
+                    stuck = call.record;
+                    waited = seconds;
+                    break;
+                }
             }
         }
         if (!stuck) continue;

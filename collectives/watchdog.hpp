@@ -1,10 +1,11 @@
 #pragma once
 // The hang watchdog (internal).
 //
-// Each process keeps a progress board: the collective it is in (communicator, call number, op, shape, call site) and
-// the last one it completed. The main thread writes it under an uncontended mutex at the start and end of each
-// collective: no MPI call, no system call and no clock read on the hot path; the watchdog thread stamps the start
-// and end times itself when it sees them (within its 100 ms period).
+// Each communicator has two progress boards, one for its collectives and one for its sends and receives: the call in
+// flight (call number, op, shape, call site) and the last one completed. The calling thread writes a board at the
+// start and end of each call without a lock, an atomic read-modify-write, a system call or a clock read: a sequence
+// lock (Board below), which the watchdog thread reads and retries if it raced with a write. The watchdog thread
+// stamps the start and end times itself when it sees them (within its 100 ms period).
 //
 // A watchdog thread per process serves that board over a TCP socket (loopback when the job is on one node) and checks
 // every 100 ms whether the collective in flight has outlived its timeout. When it has, it asks every process of the
@@ -18,9 +19,16 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace lockstep::detail {
@@ -43,6 +51,94 @@ struct OpRecord {
     double timeout = 0.0;  // seconds; 0: never reported
 };
 
+// The board of one kind of call on one communicator: a sequence lock with one writer at a time. The collectives of a
+// communicator are ordered by MPI's rules, so they have one writer; sends and receives, which several threads may
+// post on one communicator, serialize on writers_mutex (begin_shared/end_shared). Writing a record is ~20 plain
+// stores; nothing on the writer's side is a locked instruction.
+class Board {
+public:
+    Board(std::uint64_t comm_id, double timeout) : comm_id_(comm_id), timeout_(timeout) {}
+
+    // The start of call number begun()+1 (its record goes to slot (begun()+1) % 2, which held the call before the last
+    // completed one), and its end.
+    void begin(const OpRecord& record) noexcept {
+        const std::uint64_t call = begun_.load(std::memory_order_relaxed) + 1;
+        const std::uint64_t version = version_.load(std::memory_order_relaxed);
+        version_.store(version + 1, std::memory_order_relaxed);  // odd: a write is in progress
+        std::atomic_thread_fence(std::memory_order_release);
+        Words words;
+        std::memcpy(words.data(), &record, sizeof record);
+        auto& slot = slots_[call % 2];
+        for (std::size_t i = 0; i < words.size(); ++i) {
+            std::atomic_ref<std::uint64_t>(slot[i]).store(words[i], std::memory_order_relaxed);
+        }
+        version_.store(version + 2, std::memory_order_release);
+        begun_.store(call, std::memory_order_release);
+    }
+    void end() noexcept { ended_.store(ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+
+    void begin_shared(const OpRecord& record) {
+        std::scoped_lock lock(writers_mutex_);
+        begin(record);
+    }
+    void end_shared() {
+        std::scoped_lock lock(writers_mutex_);
+        end();
+    }
+
+    struct Snapshot {
+        std::uint64_t begun = 0;
+        std::uint64_t ended = 0;
+        std::optional<OpRecord> current;  // the call in flight
+        std::optional<OpRecord> last;     // the last call completed
+    };
+    // A consistent view, or nullopt if every try raced with a write (the caller looks again on its next round).
+    [[nodiscard]] std::optional<Snapshot> read() const noexcept {
+        for (int attempt = 0; attempt < 1000; ++attempt) {
+            const std::uint64_t before = version_.load(std::memory_order_acquire);
+            if (before % 2 != 0) continue;
+            Snapshot snap;
+            snap.begun = begun_.load(std::memory_order_acquire);
+            snap.ended = ended_.load(std::memory_order_acquire);
+            const auto load = [this](std::uint64_t call) {
+                Words words;
+                auto& slot = slots_[call % 2];
+                for (std::size_t i = 0; i < words.size(); ++i) {
+                    words[i] = std::atomic_ref<std::uint64_t>(slot[i]).load(std::memory_order_relaxed);
+                }
+                OpRecord r;
+                std::memcpy(static_cast<void*>(&r), words.data(), sizeof r);  // trivially copyable (asserted)
+                r.comm_id = comm_id_;
+                r.timeout = timeout_;
+                return r;
+            };
+            if (snap.begun > snap.ended) snap.current = load(snap.begun);
+            if (snap.ended > 0) snap.last = load(snap.ended);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (version_.load(std::memory_order_relaxed) == before) return snap;
+        }
+        return std::nullopt;
+    }
+
+private:
+    static_assert(std::is_trivially_copyable_v<OpRecord> && sizeof(OpRecord) % 8 == 0);
+    using Words = std::array<std::uint64_t, sizeof(OpRecord) / 8>;
+
+    alignas(64) std::atomic<std::uint64_t> version_{0};
+    std::atomic<std::uint64_t> begun_{0};
+    std::atomic<std::uint64_t> ended_{0};
+    const std::uint64_t comm_id_;
+    const double timeout_;
+    mutable Words slots_[2] = {};
+    std::mutex writers_mutex_;
+};
+
+// A communicator's boards (owned by the watchdog from register_communicator to forget_communicator).
+struct Boards {
+    Board* collectives = nullptr;
+    Board* point_to_point = nullptr;
+};
+
 // Where a process's watchdog answers, exchanged by every new communicator over its members.
 struct Endpoint {
     char host[64];
@@ -61,15 +157,12 @@ public:
     [[nodiscard]] bool running() const noexcept;
     // This process's endpoint, to be exchanged over a new communicator.
     [[nodiscard]] Endpoint endpoint() const;
-    // The members of a communicator, in its rank order.
-    void register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members);
+    // The members of a communicator, in its rank order, and its watchdog timeout (0: never reported). The boards stay
+    // valid until forget_communicator.
+    [[nodiscard]] Boards register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout);
     void forget_communicator(std::uint64_t comm_id);
     // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
     void set_phase(std::string phase);
-
-    // Start and end of a collective or send/recv on this process's board (no clock read: see above).
-    void begin(const OpRecord& record);
-    void end();
 
     // The report text for a stuck record, asking every member of its communicator (used by the thread; public for
     // tests that want the text without ending the job).

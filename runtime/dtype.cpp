@@ -23,20 +23,19 @@ struct DTypeInfo {
     std::string_view name;
     std::size_t size;
     Category category;
-    MPI_Datatype (*mpi)();  // a function: MPI handles are not constant expressions in every MPI
 };
 
-// The one table of element types. float16/bfloat16 have no MPI type in MPI 3.1: they travel as 16-bit integers.
+// The one table of element types (their MPI types: mpi_datatype in runtime.hpp).
 const std::array<DTypeInfo, 9> dtype_table = {{
-    {DType::Float32, "float32", 4, Category::Floating, [] { return MPI_FLOAT; }},
-    {DType::Float64, "float64", 8, Category::Floating, [] { return MPI_DOUBLE; }},
-    {DType::Float16, "float16", 2, Category::Floating, [] { return MPI_UINT16_T; }},
-    {DType::BFloat16, "bfloat16", 2, Category::Floating, [] { return MPI_UINT16_T; }},
-    {DType::Int8, "int8", 1, Category::Integral, [] { return MPI_INT8_T; }},
-    {DType::UInt8, "uint8", 1, Category::Integral, [] { return MPI_UINT8_T; }},
-    {DType::Int32, "int32", 4, Category::Integral, [] { return MPI_INT32_T; }},
-    {DType::Int64, "int64", 8, Category::Integral, [] { return MPI_INT64_T; }},
-    {DType::Bool, "bool", 1, Category::Boolean, [] { return MPI_C_BOOL; }},
+    {DType::Float32, "float32", 4, Category::Floating},
+    {DType::Float64, "float64", 8, Category::Floating},
+    {DType::Float16, "float16", 2, Category::Floating},
+    {DType::BFloat16, "bfloat16", 2, Category::Floating},
+    {DType::Int8, "int8", 1, Category::Integral},
+    {DType::UInt8, "uint8", 1, Category::Integral},
+    {DType::Int32, "int32", 4, Category::Integral},
+    {DType::Int64, "int64", 8, Category::Integral},
+    {DType::Bool, "bool", 1, Category::Boolean},
 }};
 
 const DTypeInfo& info(DType dtype) noexcept { return dtype_table[static_cast<std::size_t>(dtype)]; }
@@ -47,7 +46,6 @@ std::string_view dtype_name(DType dtype) noexcept { return info(dtype).name; }
 std::size_t dtype_size(DType dtype) noexcept { return info(dtype).size; }
 bool is_floating(DType dtype) noexcept { return info(dtype).category == Category::Floating; }
 bool is_integral(DType dtype) noexcept { return info(dtype).category == Category::Integral; }
-MPI_Datatype mpi_datatype(DType dtype) { return info(dtype).mpi(); }
 
 DType parse_dtype(std::string_view name) {
     std::string lower(name);

@@ -79,10 +79,10 @@ CudaError::CudaError(std::string call, int code, std::string code_text, std::sou
 std::string mpi_error_string(int code) { return mpi_code_text(code); }
 
 namespace detail {
-void check_mpi(int rc, std::string_view call, std::source_location where) {
-    if (rc != MPI_SUCCESS) {
-        throw MpiError(std::string(call), rc, where);
-    }
+static_assert(MPI_SUCCESS == 0, "check_mpi (errors.hpp) compares return codes with 0");
+
+void throw_mpi_error(int rc, std::string_view call, std::source_location where) {
+    throw MpiError(std::string(call), rc, where);
 }
 }  // namespace detail
 

@@ -25,12 +25,13 @@ std::int64_t shape_numel(const Shape& shape) {
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device)
-    : storage_(std::move(storage)),
-      offset_(offset),
-      shape_(std::move(shape)),
-      numel_(shape_numel(shape_)),
+    : data_(storage != nullptr ? static_cast<char*>(storage->data()) + offset : nullptr),
+      numel_(shape_numel(shape)),
       dtype_(dtype),
-      device_(device) {}
+      device_(device),
+      storage_(std::move(storage)),
+      offset_(offset),
+      shape_(std::move(shape)) {}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     const std::int64_t n = shape_numel(shape);
@@ -146,13 +147,8 @@ std::string Tensor::str() const {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 
-void* Tensor::data() const {
-    check_defined("data()");
-    return static_cast<char*>(storage_->data()) + offset_;
-}
-
-void Tensor::check_defined(std::string_view what) const {
-    if (!defined()) throw InvalidArgumentError(fmt::format("{} called on an undefined tensor", what));
+void Tensor::throw_undefined(std::string_view what) {
+    throw InvalidArgumentError(fmt::format("{} called on an undefined tensor", what));
 }
 
 void Tensor::check_dtype(DType expected, std::string_view what) const {

@@ -261,6 +261,10 @@ def case_selftest(lockstep, child, tmp, np):
 def main():
     lockstep, child, case = sys.argv[1], sys.argv[2], sys.argv[3]
     np = sys.argv[4] if len(sys.argv) > 4 else "1"
+    # The checks expect exactly the LOCKSTEP_* settings each case makes: none may come from the caller's shell (the
+    # launcher forwards every LOCKSTEP_* variable, e.g. a LOCKSTEP_BUILD_DIR set for tools/run-tests.sh).
+    for name in [k for k in os.environ if k.startswith("LOCKSTEP_") and k != "LOCKSTEP_CONFIG_FILE"]:
+        del os.environ[name]
     with tempfile.TemporaryDirectory() as tmp:
         globals()["case_" + case](lockstep, child, tmp, np)
     print(f"{len(FAILURES)} failed" if FAILURES else "all checks passed")

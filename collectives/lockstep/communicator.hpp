@@ -5,7 +5,8 @@
 //   1. In debug mode, one MPI_Allgather of a fixed-size Signature on a control communicator (a duplicate, so it never
 //      matches payload traffic). Every rank compares all signatures by the same rule; on a mismatch every rank throws
 //      the same SignatureMismatchError and no payload call is made. Debug off: no extra MPI call at all.
-//   2. The op is recorded on the progress board read by the watchdog (a few stores, no MPI call, no system call).
+//   2. The op is recorded on the communicator's progress board read by the watchdog (plain stores: no lock, MPI call,
+//      system call or clock read).
 //   3. The payload MPI call, on host memory, on device memory when MPI is CUDA-aware, or staged through pinned host
 //      buffers in chunks otherwise.
 // Results are new tensors on the input's device; functions ending in `_` work in place.

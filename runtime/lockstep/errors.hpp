@@ -87,8 +87,12 @@ private:
 };
 
 namespace detail {
-// Throws MpiError unless rc is MPI_SUCCESS. Use LOCKSTEP_MPI_CHECK, which names the call.
-void check_mpi(int rc, std::string_view call, std::source_location where = std::source_location::current());
+[[noreturn]] void throw_mpi_error(int rc, std::string_view call, std::source_location where);
+// Throws MpiError unless rc is MPI_SUCCESS (0 in every MPI). Use LOCKSTEP_MPI_CHECK, which names the call. Inline:
+// every collective checks its call's code, and the check should cost a compare, not a call.
+inline void check_mpi(int rc, std::string_view call, std::source_location where = std::source_location::current()) {
+    if (rc != 0) [[unlikely]] throw_mpi_error(rc, call, where);
+}
 }  // namespace detail
 
 }  // namespace lockstep

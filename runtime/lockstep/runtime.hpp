@@ -109,7 +109,21 @@ void at_runtime_report(std::function<std::string()> section);
 }  // namespace detail
 
 // MPI datatype for a DType (float16/bfloat16 travel as 16-bit unsigned integers; reductions on them widen to float32).
-[[nodiscard]] MPI_Datatype mpi_datatype(DType dtype);
+// Inline, as a switch: every collective converts its dtype, and the conversion should touch no table.
+[[nodiscard]] inline MPI_Datatype mpi_datatype(DType dtype) noexcept {
+    switch (dtype) {
+        case DType::Float32: return MPI_FLOAT;
+        case DType::Float64: return MPI_DOUBLE;
+        case DType::Float16:
+        case DType::BFloat16: return MPI_UINT16_T;  // no 16-bit float type in MPI 3.1: they travel as 16-bit integers
+        case DType::Int8: return MPI_INT8_T;
+        case DType::UInt8: return MPI_UINT8_T;
+        case DType::Int32: return MPI_INT32_T;
+        case DType::Int64: return MPI_INT64_T;
+        case DType::Bool: return MPI_C_BOOL;
+    }
+    return MPI_DATATYPE_NULL;
+}
 
 // Error text for an MPI error code ("MPI_ERR_TRUNCATE: message truncated").
 [[nodiscard]] std::string mpi_error_string(int code);

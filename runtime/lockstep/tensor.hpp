@@ -69,7 +69,12 @@ public:
     [[nodiscard]] std::string str() const;  // "float32[2, 3] cpu"
 
     // ---- raw and typed data
-    [[nodiscard]] void* data() const;  // first element (device memory for CUDA tensors)
+    // First element (device memory for CUDA tensors). Inline, with the address kept in the tensor itself: every
+    // collective reads it, and reading it should not touch the storage object's memory.
+    [[nodiscard]] void* data() const {
+        check_defined("data()");
+        return data_;
+    }
     template <typename T>
     [[nodiscard]] T* data() const {
         check_dtype(dtype_of<T>, "data<T>()");
@@ -115,20 +120,25 @@ public:
     void copy_from_host(const void* in);
     // Throws DTypeError naming both dtypes and `what` unless dtype() == expected.
     void check_dtype(DType expected, std::string_view what) const;
-    void check_defined(std::string_view what) const;
+    void check_defined(std::string_view what) const {
+        if (storage_ == nullptr) [[unlikely]] throw_undefined(what);
+    }
 
 private:
     Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device);
     static Tensor from_bytes(const void* values, std::size_t count, DType dtype, const Shape& shape, Device device);
     [[nodiscard]] std::int64_t offset_of(std::initializer_list<std::int64_t> index) const;
     [[nodiscard]] double item_double() const;
+    [[noreturn]] static void throw_undefined(std::string_view what);
 
-    std::shared_ptr<Storage> storage_;
-    std::size_t offset_ = 0;  // bytes from the start of the storage
-    Shape shape_;
+    // The fields a collective reads on every call come first, so that they share one cache line.
+    void* data_ = nullptr;  // storage_->data() + offset_
     std::int64_t numel_ = 0;
     DType dtype_ = DType::Float32;
     Device device_;
+    std::shared_ptr<Storage> storage_;
+    std::size_t offset_ = 0;  // bytes from the start of the storage
+    Shape shape_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
