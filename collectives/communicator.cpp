@@ -324,6 +324,7 @@ Communicator& Communicator::world() {
         world_start_nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
         // On a duplicate, so that the checks' collectives do not count among the world's call numbers.
         Communicator checks = world->dup();
+        detail::Watchdog::instance().label_communicator(checks.impl_->id, "lockstep's start-up checks");
         run_startup_checks(checks);
         detail::at_runtime_report([] { return straggler_report(Communicator::world()); });
         // Freed while MPI still runs; the watchdog shows the phase if another rank is still waiting for this one.

@@ -222,6 +222,16 @@ struct Watchdog::State {
     struct Registered {
         std::vector<Endpoint> members;  // in the communicator's rank order
         Watched boards[2];              // collectives, sends and receives
+        std::string label;              // what lockstep uses the communicator for, if it is its own (label_communicator)
+    };
+    // A call in flight (`when` it started) or completed (`when` it ended), with its communicator's label.
+    struct Call {
+        OpRecord record;
+        Clock::time_point when;
+        std::string label;
+        [[nodiscard]] std::string text() const {
+            return label.empty() ? record_text(record) : fmt::format("{} in {}", record_text(record), label);
+        }
     };
 
     // Everything below registry_mutex: the calling threads take it only to create and free communicators.
@@ -229,7 +239,7 @@ struct Watchdog::State {
     std::map<std::uint64_t, Registered> registered;  // comm id -> members and boards
     // The last call completed on a communicator that has been freed since (a process that freed its communicators and
     // went on to MPI_Finalize still shows its last call).
-    std::optional<std::pair<OpRecord, Clock::time_point>> retired_last;
+    std::optional<Call> retired_last;
 
     // A fresh look at every board: snapshots, and stamps of the counts that changed (registry_mutex held).
     void observe(Clock::time_point now) {
@@ -251,29 +261,27 @@ struct Watchdog::State {
     }
 
     // The calls in flight, oldest first, and the most recently completed one (after observe).
-    struct InFlight {
-        OpRecord record;
-        Clock::time_point start;
-    };
-    [[nodiscard]] std::vector<InFlight> in_flight() const {
-        std::vector<InFlight> calls;
+    [[nodiscard]] std::vector<Call> in_flight() const {
+        std::vector<Call> calls;
         for (const auto& [id, entry] : registered) {
             for (const Watched& w : entry.boards) {
-                if (w.snapshot && w.snapshot->current) calls.push_back({*w.snapshot->current, w.start});
+                if (w.snapshot && w.snapshot->current) calls.push_back({*w.snapshot->current, w.start, entry.label});
             }
         }
-        std::stable_sort(calls.begin(), calls.end(), [](const InFlight& a, const InFlight& b) { return a.start < b.start; });
+        std::stable_sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.when < b.when; });
         return calls;
     }
-    [[nodiscard]] std::optional<std::pair<OpRecord, Clock::time_point>> last_completed() const {
-        std::optional<std::pair<OpRecord, Clock::time_point>> best = retired_last;
-        for (const auto& [id, entry] : registered) {
-            for (const Watched& w : entry.boards) {
-                if (w.snapshot && w.snapshot->last && (!best || w.end >= best->second)) {
-                    best = std::make_pair(*w.snapshot->last, w.end);
-                }
+    // The most recent completed call of one communicator's boards, or of all of them (and the freed ones).
+    static void take_later(std::optional<Call>& best, const Registered& entry) {
+        for (const Watched& w : entry.boards) {
+            if (w.snapshot && w.snapshot->last && (!best || w.end >= best->when)) {
+                best = Call{*w.snapshot->last, w.end, entry.label};
             }
         }
+    }
+    [[nodiscard]] std::optional<Call> last_completed() const {
+        std::optional<Call> best = retired_last;
+        for (const auto& [id, entry] : registered) take_later(best, entry);
         return best;
     }
 
@@ -303,18 +311,18 @@ struct Watchdog::State {
             j[prefix + "tag"] = r.tag;
             j[prefix + "comm"] = r.comm_id;
         };
-        const std::vector<InFlight> calls = in_flight();
+        const std::vector<Call> calls = in_flight();
         if (!calls.empty()) {
             // The oldest call in flight; every call in flight (threads may be in calls on several communicators)
             // as communicator and call number, for the check of who arrived.
             const OpRecord& current = calls.front().record;
             j["in_collective"] = true;
-            j["op"] = record_text(current);
+            j["op"] = calls.front().text();
             j["comm"] = current.comm_id;
             j["sequence"] = current.sequence;
             add_p2p(current, "");
             j["site"] = site_text(current);
-            j["seconds"] = std::chrono::duration<double>(now - calls.front().start).count();
+            j["seconds"] = std::chrono::duration<double>(now - calls.front().when).count();
             nlohmann::json all = nlohmann::json::array();
             for (const auto& c : calls) {
                 all.push_back({{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point}});
@@ -325,10 +333,10 @@ struct Watchdog::State {
             if (!phase.empty()) j["phase"] = phase;
         }
         if (const auto last = last_completed()) {
-            j["last_op"] = record_text(last->first);
-            add_p2p(last->first, "last_");
-            j["last_site"] = site_text(last->first);
-            j["last_seconds_ago"] = std::chrono::duration<double>(now - last->second).count();
+            j["last_op"] = last->text();
+            add_p2p(last->record, "last_");
+            j["last_site"] = site_text(last->record);
+            j["last_seconds_ago"] = std::chrono::duration<double>(now - last->when).count();
         }
         return j;
     }
@@ -429,12 +437,13 @@ void Watchdog::forget_communicator(std::uint64_t comm_id) {
     const auto it = s.registered.find(comm_id);
     if (it == s.registered.end()) return;
     s.observe(Clock::now());
-    for (const State::Watched& w : it->second.boards) {
-        if (w.snapshot && w.snapshot->last && (!s.retired_last || w.end >= s.retired_last->second)) {
-            s.retired_last = std::make_pair(*w.snapshot->last, w.end);
-        }
-    }
+    State::take_later(s.retired_last, it->second);
     s.registered.erase(it);
+}
+
+void Watchdog::label_communicator(std::uint64_t comm_id, std::string label) {
+    std::scoped_lock lock(state_->registry_mutex);
+    if (auto it = state_->registered.find(comm_id); it != state_->registered.end()) it->second.label = std::move(label);
 }
 
 void Watchdog::set_phase(std::string phase) {
@@ -453,9 +462,13 @@ Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoi
 std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* is_reporter) {
     State& s = *state_;
     std::vector<Endpoint> members;
+    std::string stuck_text = record_text(stuck);  // with its communicator's label, if lockstep's own
     {
         std::scoped_lock lock(s.registry_mutex);
-        if (auto it = s.registered.find(stuck.comm_id); it != s.registered.end()) members = it->second.members;
+        if (auto it = s.registered.find(stuck.comm_id); it != s.registered.end()) {
+            members = it->second.members;
+            stuck_text = State::Call{stuck, {}, it->second.label}.text();
+        }
     }
     int my_index = -1;
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -466,7 +479,7 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
         std::string r = fmt::format("lockstep: point-to-point call timed out after {:.1f} s (timeout {:g} s)\n\n",
                                     waited, stuck.timeout);
         r += fmt::format("Operation: {} on a communicator of {} processes, called at {} by process {}\n",
-                         record_text(stuck), members.size(), site_text(stuck), my_index);
+                         stuck_text, members.size(), site_text(stuck), my_index);
         std::vector<nlohmann::json> boards;
         for (const auto& m : members) boards.push_back(s.ask(m));
         if (stuck.root >= 0 && stuck.root < static_cast<int>(boards.size())) {
@@ -495,7 +508,7 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     if (is_reporter != nullptr) *is_reporter = !arrived.empty() && arrived.front() == my_index;
     std::string r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
                                 stuck.timeout);
-    r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", record_text(stuck),
+    r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", stuck_text,
                      members.size(), site_text(stuck));
     const auto processes = [](const std::vector<int>& ranks) {
         if (ranks.empty()) return std::string("none");
@@ -527,8 +540,8 @@ void Watchdog::State::loop(Watchdog& owner) {
             std::scoped_lock lock(registry_mutex);
             const auto now = Clock::now();
             observe(now);
-            for (const InFlight& call : in_flight()) {
-                const double seconds = std::chrono::duration<double>(now - call.start).count();
+            for (const Call& call : in_flight()) {
+                const double seconds = std::chrono::duration<double>(now - call.when).count();
                 if (call.record.timeout > 0.0 && seconds > call.record.timeout) {
                     stuck = call.record;
                     waited = seconds;

@@ -161,6 +161,9 @@ public:
     // valid until forget_communicator.
     [[nodiscard]] Boards register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout);
     void forget_communicator(std::uint64_t comm_id);
+    // Names what lockstep uses one of its own communicators for (e.g. its start-up checks): reports then say
+    // "`lockstep::allgather` #1 ... in <label>" rather than show an internal call as if it were the program's.
+    void label_communicator(std::uint64_t comm_id, std::string label);
     // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
     void set_phase(std::string phase);
 

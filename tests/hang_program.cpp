@@ -2,6 +2,8 @@
 //
 //   hang_program [skip]  a training loop in which the last rank leaves early: it skips the third allreduce and goes
 //                        on to finalise, while the others wait in that allreduce.
+//   hang_program first   the last rank skips the very first allreduce: its last completed call is one of lockstep's
+//                        own start-up checks, which the report must say.
 //   hang_program tag     process 0 sends 1 MiB to process 1 with tag 1, process 1 waits for tag 2: both are stuck in
 //                        the matching calls (a message that large waits for its receiver).
 //   hang_program late    the same with 16 bytes: the send completes at once, process 0 goes on to finalise, and
@@ -17,10 +19,11 @@ int main(int argc, char** argv) {
     lockstep::ScopedRuntime rt;
     auto& comm = lockstep::Communicator::world();
     const int me = comm.rank();
-    if (mode == "skip") {
+    if (mode == "skip" || mode == "first") {
+        const int skipped_step = mode == "skip" ? 2 : 0;
         lockstep::Tensor grad = lockstep::Tensor::ones({16});
         for (int step = 0; step < 3; ++step) {
-            if (step == 2 && me == comm.size() - 1) break;  // e.g. an early-stopping condition seen by one rank
+            if (step == skipped_step && me == comm.size() - 1) break;  // e.g. early stopping seen by one rank
             comm.allreduce_(grad, lockstep::ReduceOp::Mean);
         }
     } else if (mode == "tag" || mode == "late") {
@@ -35,7 +38,7 @@ int main(int argc, char** argv) {
             comm.recv(in, 1 - me);
         }
     } else {
-        std::fprintf(stderr, "hang_program: unknown mode '%s' (skip, tag, late, cycle)\n", mode.c_str());
+        std::fprintf(stderr, "hang_program: unknown mode '%s' (skip, first, tag, late, cycle)\n", mode.c_str());
         return 2;
     }
     std::printf("rank %d done\n", me);

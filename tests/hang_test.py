@@ -3,7 +3,7 @@
 
 Usage: hang_test.py MPIRUN PROGRAM NP DEBUG(0|1) [MODE]
 Passes when the job exits non-zero within 20 s and the report says what hung: for a skipped collective (MODE skip,
-the default) the rank that never arrived and what it did last; for a stuck send or receive (MODE tag, late, cycle)
+the default, or first) the rank that never arrived and what it did last; for a stuck send or receive (MODE tag, late, cycle)
 what the peer does instead of the matching call.
 """
 import os
@@ -45,6 +45,15 @@ def main() -> int:
             ("`lockstep::allreduce` #3" in output, "the report names the stuck call (allreduce #3)"),
             (f"Process {last} (host" in output and "last completed `lockstep::allreduce` #2" in output,
              f"the report says rank {last} last completed allreduce #2"),
+        ]
+    elif mode == "first":
+        checks = common + [
+            (f"Never arrived: Process {last}\n" in output, f"the report names rank {last} as never arrived"),
+            ("Operation: `lockstep::allreduce` #1" in output, "the report names the stuck call (allreduce #1)"),
+            ("in lockstep's start-up checks at inventory.cpp:" in output,
+             "the last completed call is shown as one of lockstep's start-up checks"),
+            ("Operation: `lockstep::allreduce` #1 float32[16] in lockstep" not in output,
+             "the program's own call carries no label"),
         ]
     elif mode == "tag":
         checks = common + [
