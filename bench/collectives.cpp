@@ -241,12 +241,12 @@ int main(int argc, char** argv) {
             const auto ratio = [&](std::size_t a, std::size_t b) { return paired_ratio(samples, a, b); };
             const auto delta_us = [&](std::size_t a, std::size_t b) { return paired_difference(samples, a, b) * 1e6; };
             report += fmt::format(
-                "| {} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:+.2f} "
-                "| {:.2f} | {:.3f} | {:.2f} | {:.2f} | {} |\n",
+                "| {} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:+.2f} "
+                "| {:.2f} | {:.3f} | {:+.2f} | {:.2f} | {:.3f} | {:.2f} | {:.2f} | {} |\n",
                 size_text(payload), lat[raw] * 1e6, ratio(raw_again, raw), lat[ls] * 1e6, ratio(ls, raw),
-                delta_us(ls, raw), lat[watchdog] * 1e6, ratio(watchdog, raw), delta_us(watchdog, raw),
-                lat[dbg] * 1e6, ratio(dbg, raw),
-                delta_us(dbg, raw), lat[raw_tensor] * 1e6, ratio(ls, raw_tensor), busbw(lat[raw]), busbw(lat[ls]), measured.iterations);
+                delta_us(ls, raw), lat[watchdog] * 1e6, ratio(watchdog, raw), delta_us(watchdog, raw), lat[dbg] * 1e6,
+                ratio(dbg, raw), delta_us(dbg, raw), lat[raw_tensor] * 1e6, ratio(ls, raw_tensor), busbw(lat[raw]),
+                busbw(lat[ls]), measured.iterations);
         }
         report += "\n";
     }

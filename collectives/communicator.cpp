@@ -321,7 +321,8 @@ Communicator& Communicator::world() {
     std::scoped_lock lock(mutex);
     if (!world) {
         world = std::make_unique<Communicator>(Runtime::get().comm());
-        world_start_nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+        world_start_nanoseconds =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
         // On a duplicate, so that the checks' collectives do not count among the world's call numbers.
         Communicator checks = world->dup();
         detail::Watchdog::instance().label_communicator(checks.impl_->id, "lockstep's start-up checks");
@@ -531,9 +532,10 @@ Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site
     impl_->run(OpKind::Allgather, &t, -1, std::nullopt, -1, site, [&] {
         if (!has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
             out.device() != t.device()) {
-            throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
-                                         dtype_name(t.dtype()), shape_str(stacked_shape(t, impl_->size)),
-                                         t.device().str(), t.str(), impl_->size, out.str()));
+            throw ShapeError(
+                fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
+                            dtype_name(t.dtype()), shape_str(stacked_shape(t, impl_->size)), t.device().str(), t.str(),
+                            impl_->size, out.str()));
         }
         const int n = checked_count(t.numel(), "allgather_into");
         const MPI_Datatype dt = mpi_datatype(t.dtype());

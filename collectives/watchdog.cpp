@@ -222,7 +222,7 @@ struct Watchdog::State {
     struct Registered {
         std::vector<Endpoint> members;  // in the communicator's rank order
         Watched boards[2];              // collectives, sends and receives
-        std::string label;              // what lockstep uses the communicator for, if it is its own (label_communicator)
+        std::string label;  // what lockstep uses the communicator for, if it is its own (label_communicator)
     };
     // A call in flight (`when` it started) or completed (`when` it ended), with its communicator's label.
     struct Call {
@@ -325,7 +325,8 @@ struct Watchdog::State {
             j["seconds"] = std::chrono::duration<double>(now - calls.front().when).count();
             nlohmann::json all = nlohmann::json::array();
             for (const auto& c : calls) {
-                all.push_back({{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point}});
+                all.push_back(
+                    {{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point}});
             }
             j["in_flight"] = std::move(all);
         } else {

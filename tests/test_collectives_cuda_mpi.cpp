@@ -36,7 +36,9 @@ Tensor values_for_rank(const Shape& shape, DType dtype, int salt) {
     return ops::cast(t, dtype);
 }
 
-std::vector<double> as_doubles(const Tensor& t) { return ops::cast(t.to(Device::cpu()), DType::Float64).to_vector<double>(); }
+std::vector<double> as_doubles(const Tensor& t) {
+    return ops::cast(t.to(Device::cpu()), DType::Float64).to_vector<double>();
+}
 
 void expect_same(const Tensor& on_gpu, const Tensor& on_cpu, const std::string& what) {
     BOOST_TEST_CONTEXT(what) {
