@@ -203,6 +203,23 @@ struct alignas(64) Communicator::Impl {
         dst[src.size()] = '\0';
     }
 
+    // A watchdog record of a call's tensor (if any) and call site; comm_id and timeout are the board's.
+    static detail::OpRecord board_record(const Tensor* t, const CallSite& site) {
+        detail::OpRecord record;
+        if (t != nullptr) {
+            record.has_tensor = true;
+            record.dtype = t->dtype();
+            record.ndim = static_cast<int>(t->dim());
+            for (std::size_t d = 0; d < std::min<std::size_t>(t->shape().size(), max_wire_dims); ++d) {
+                record.dims[d] = t->shape()[d];
+            }
+        }
+        record.file = site.where.file_name();
+        record.line = site.where.line();
+        record.function = site.where.function_name();
+        return record;
+    }
+
     // The funnel every collective goes through (see communicator.hpp).
     template <typename Payload>
     void run(OpKind op, const Tensor* t, int root, std::optional<ReduceOp> reduce_op, int varying_dim,
@@ -212,21 +229,10 @@ struct alignas(64) Communicator::Impl {
         const std::int64_t start = detail::ticks(tsc);
         detail::Board* const watched = board;
         if (watched != nullptr) {
-            detail::OpRecord record;  // comm_id and timeout are the board's
+            detail::OpRecord record = board_record(t, site);
             record.sequence = sequence;
             record.op = op;
             record.root = root;
-            if (t != nullptr) {
-                record.has_tensor = true;
-                record.dtype = t->dtype();
-                record.ndim = static_cast<int>(t->dim());
-                for (std::size_t d = 0; d < std::min<std::size_t>(t->shape().size(), max_wire_dims); ++d) {
-                    record.dims[d] = t->shape()[d];
-                }
-            }
-            record.file = site.where.file_name();
-            record.line = site.where.line();
-            record.function = site.where.function_name();
             watched->begin(record);
         }
         struct EndGuard {
@@ -272,20 +278,11 @@ struct alignas(64) Communicator::Impl {
         PointToPointWatch(const Impl& impl, const char* name, int peer, int tag, const Tensor& t, const CallSite& site)
             : board_(impl.p2p_board) {
             if (board_ == nullptr) return;
-            detail::OpRecord record;  // comm_id and timeout are the board's
+            detail::OpRecord record = board_record(&t, site);
             record.point_to_point = true;
             record.p2p_name = name;
             record.root = peer;
             record.tag = tag;
-            record.has_tensor = true;
-            record.dtype = t.dtype();
-            record.ndim = static_cast<int>(t.dim());
-            for (std::size_t d = 0; d < std::min<std::size_t>(t.shape().size(), max_wire_dims); ++d) {
-                record.dims[d] = t.shape()[d];
-            }
-            record.file = site.where.file_name();
-            record.line = site.where.line();
-            record.function = site.where.function_name();
             board_->begin_shared(record);  // several threads may send and receive on one communicator
         }
         ~PointToPointWatch() {

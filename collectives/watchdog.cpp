@@ -241,23 +241,25 @@ struct Watchdog::State {
     // went on to MPI_Finalize still shows its last call).
     std::optional<Call> retired_last;
 
-    // A fresh look at every board: snapshots, and stamps of the counts that changed (registry_mutex held).
-    void observe(Clock::time_point now) {
-        for (auto& [id, entry] : registered) {
-            for (Watched& w : entry.boards) {
-                auto snap = w.board->read();
-                if (!snap) continue;  // raced with writes on every try: keep the previous look
-                if (snap->begun != w.seen_begun) {
-                    w.seen_begun = snap->begun;
-                    w.start = now;
-                }
-                if (snap->ended != w.seen_ended) {
-                    w.seen_ended = snap->ended;
-                    w.end = now;
-                }
-                w.snapshot = std::move(snap);
+    // A fresh look at one communicator's boards, or at all of them: snapshots, and stamps of the counts that changed
+    // (registry_mutex held).
+    static void observe(Registered& entry, Clock::time_point now) {
+        for (Watched& w : entry.boards) {
+            auto snap = w.board->read();
+            if (!snap) continue;  // raced with writes on every try: keep the previous look
+            if (snap->begun != w.seen_begun) {
+                w.seen_begun = snap->begun;
+                w.start = now;
             }
+            if (snap->ended != w.seen_ended) {
+                w.seen_ended = snap->ended;
+                w.end = now;
+            }
+            w.snapshot = std::move(snap);
         }
+    }
+    void observe(Clock::time_point now) {
+        for (auto& [id, entry] : registered) observe(entry, now);
     }
 
     // The calls in flight, oldest first, and the most recently completed one (after observe).
@@ -437,7 +439,7 @@ void Watchdog::forget_communicator(std::uint64_t comm_id) {
     std::scoped_lock lock(s.registry_mutex);
     const auto it = s.registered.find(comm_id);
     if (it == s.registered.end()) return;
-    s.observe(Clock::now());
+    State::observe(it->second, Clock::now());
     State::take_later(s.retired_last, it->second);
     s.registered.erase(it);
 }

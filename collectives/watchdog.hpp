@@ -7,8 +7,8 @@
 // lock (Board below), which the watchdog thread reads and retries if it raced with a write. The watchdog thread
 // stamps the start and end times itself when it sees them (within its 100 ms period).
 //
-// A watchdog thread per process serves that board over a TCP socket (loopback when the job is on one node) and checks
-// every 100 ms whether the collective in flight has outlived its timeout. When it has, it asks every process of the
+// A watchdog thread per process serves those boards over a TCP socket (loopback when the job is on one node) and checks
+// every 100 ms whether a call in flight has outlived its communicator's timeout. When it has, it asks every process of the
 // stuck communicator for its board, through those sockets: a channel that does not depend on MPI, so it answers
 // while the collective is stuck and while a process computes or waits in MPI_Finalize. The lowest-ranked waiting
 // process prints the report (op, call number, shape, seconds waited, which ranks never arrived, what each process is
