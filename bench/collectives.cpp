@@ -16,8 +16,8 @@
 
 #include <lockstep.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -50,8 +50,7 @@ struct Measured {
 // Interleaved batches, each the slowest rank's mean per call. The number of calls per batch is set from a timed
 // warm-up of the first variant so that a batch lasts about `batch_seconds` (between min_iterations and 5000 calls):
 // every size gets batches long enough to average out scheduler noise.
-Measured measure(MPI_Comm comm, std::vector<Variant>& variants, double batch_seconds, int min_iterations,
-                 int batches) {
+Measured measure(MPI_Comm comm, std::vector<Variant>& variants, double batch_seconds, int min_iterations, int batches) {
     for (auto& v : variants) {
         for (int i = 0; i < 2; ++i) v.call();  // first touch of the buffers, connections
     }
@@ -146,13 +145,13 @@ std::string per_call_cost_on_one_process(bool quick) {
     for (const std::string op : {"allreduce", "broadcast", "allgather", "reduce_scatter"}) {
         const auto call = [&](Communicator& c) { return lockstep_call(op, c, t, out, out); };
         const auto raw = raw_call(op, t.data<float>(), out.data<float>(), 1024, 1, self);
-        std::vector<Variant> variants = {{"raw", raw}, {"lockstep", call(plain)}, {"watchdog", call(watched)},
-                                         {"debug", call(debug)}};
+        std::vector<Variant> variants = {
+            {"raw", raw}, {"lockstep", call(plain)}, {"watchdog", call(watched)}, {"debug", call(debug)}};
         const Measured m = measure(self, variants, quick ? 0.001 : 0.01, 1000, quick ? 5 : 21);
         std::vector<double> ns;
         for (const auto& v : m.samples) ns.push_back(median(v) * 1e9);
-        text += fmt::format("| {} | {:.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} |\n", op, ns[0], ns[1],
-                            ns[1] - ns[0], ns[2], ns[2] - ns[0], ns[3], ns[3] - ns[0]);
+        text += fmt::format("| {} | {:.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} | {:.1f} | {:+.1f} |\n", op, ns[0],
+                            ns[1], ns[1] - ns[0], ns[2], ns[2] - ns[0], ns[3], ns[3] - ns[0]);
     }
     MPI_Comm_free(&self);
     return text + "\n";
@@ -175,7 +174,7 @@ int main(int argc, char** argv) {
     const int n = rt->identity().size;
     MPI_Comm raw_comm = MPI_COMM_NULL;
     MPI_Comm_dup(rt->comm(), &raw_comm);
-    Communicator plain(rt->comm(), {false, 0.0});     // no watchdog, no debug
+    Communicator plain(rt->comm(), {false, 0.0});      // no watchdog, no debug
     Communicator watched(rt->comm(), {false, 600.0});  // watchdog on
     Communicator debug(rt->comm(), {true, 600.0});     // debug mode (and watchdog)
 
@@ -191,11 +190,12 @@ int main(int argc, char** argv) {
         n, rt->identity().node_count == 1 ? "one node" : fmt::format("{} nodes", rt->identity().node_count));
 
     for (const std::string& op : ops) {
-        report += fmt::format("### {}\n\n| size | raw MPI µs | raw again (noise) | lockstep µs | ratio | Δ µs | "
-                              "+ watchdog µs | ratio | Δ µs | debug µs | ratio | Δ µs | raw on the same tensors µs | "
-                              "lockstep / that | raw busbw GB/s | lockstep busbw GB/s | calls per batch |\n"
-                              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-                              op);
+        report += fmt::format(
+            "### {}\n\n| size | raw MPI µs | raw again (noise) | lockstep µs | ratio | Δ µs | "
+            "+ watchdog µs | ratio | Δ µs | debug µs | ratio | Δ µs | raw on the same tensors µs | "
+            "lockstep / that | raw busbw GB/s | lockstep busbw GB/s | calls per batch |\n"
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            op);
         for (std::size_t bytes : sizes) {
             const std::string o = op;
             // Per-rank element count; allgather sends `bytes` per rank, reduce_scatter needs a multiple of n.

@@ -9,7 +9,7 @@
 //   xargs -P F -I{} STANDIN {} true < HOSTFILE
 // Targets: within 1.1x of pdsh and 1.2x of the ideal. The table goes to stdout, the numbers to RESULTS/hostcheck.json.
 
-#include "fanout.hpp"
+#include "mpi_launcher/child_process.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-namespace hc = lockstep::hostcheck;
+namespace ml = lockstep::mpi_launcher;
 using nlohmann::json;
 
 namespace {
@@ -38,17 +38,17 @@ struct Timing {
 };
 
 Timing time_command(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
-                    const std::function<std::string(const hc::CommandResult&)>& check, const std::string& input = {}) {
-    hc::Command c;
+                    const std::function<std::string(const ml::CommandResult&)>& check, const std::string& input = {}) {
+    ml::Command c;
     c.argv = argv;
     c.input = input;
     c.environment = env;
     c.timeout = std::chrono::minutes(10);
     // The whole output is checked: a 5000-host JSON report is megabytes.
-    hc::FanoutOptions options;
+    ml::FanoutOptions options;
     options.fanout = 1;
     options.output_limit = std::size_t{1} << 30;
-    const auto r = std::move(hc::run_fanout(std::span<const hc::Command>(&c, 1), options).front());
+    const auto r = std::move(ml::run_fanout(std::span<const ml::Command>(&c, 1), options).front());
     Timing t;
     t.seconds = r.elapsed.count();
     t.failure = check(r);
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     app.add_option("--results", results, "Folder for hostcheck.json")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
-    const std::string pdsh = hc::find_program("pdsh");
+    const std::string pdsh = ml::find_program("pdsh");
     if (pdsh.empty()) {
         fmt::print(stderr, "bench_hostcheck: pdsh is not installed (apt-get install pdsh)\n");
         return 2;
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
             "--skip", "resolve,mesh,mpirun", "--json"};
         const std::vector<std::string> pdsh_argv{pdsh, "-R",           "exec",  "-f", std::to_string(fanout),
                                                  "-w", "^" + hostfile, standin, "%h", "true"};
-        auto hostcheck_check = [n](const hc::CommandResult& r) -> std::string {
+        auto hostcheck_check = [n](const ml::CommandResult& r) -> std::string {
             if (r.exit_code != 0) return fmt::format("exit {}: {}", r.exit_code, r.err.substr(0, 500));
             const auto doc = json::parse(r.out, nullptr, false);
             if (doc.is_discarded()) return "not JSON";
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
             names.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
         }
         const std::vector<std::string> xargs_argv{"xargs", "-P", std::to_string(fanout), "-I{}", standin, "{}", "true"};
-        auto pdsh_check = [n](const hc::CommandResult& r) -> std::string {
+        auto pdsh_check = [n](const ml::CommandResult& r) -> std::string {
             const auto lines = static_cast<std::size_t>(std::count(r.out.begin(), r.out.end(), '\n'));
             if (r.exit_code != 0 || lines != 6 * n) return fmt::format("exit {}, {} lines", r.exit_code, lines);
             return {};

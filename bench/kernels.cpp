@@ -9,8 +9,8 @@
 #include <lockstep/build_config.hpp>
 #include <lockstep/kernels.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -158,7 +158,6 @@ void matmul_rows(bool quick, std::vector<Row>& rows) {
                         fmt::format("{:.0f} % of Eigen", 100 * t_eigen / t_ours)});
     }
 }
-
 
 }  // namespace
 

@@ -15,9 +15,9 @@
 #include <lockstep.hpp>
 
 #include <fcntl.h>
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -93,7 +93,6 @@ std::string load_average() {
     std::string first;
     return (in >> first) ? first : std::string("n/a");
 }
-
 
 }  // namespace
 

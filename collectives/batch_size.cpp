@@ -8,17 +8,20 @@
 
 namespace lockstep {
 
-void free_memory() { empty_all_caches(); }
+void free_memory() {
+    empty_all_caches();
+}
 
 namespace {
 enum Outcome : std::int32_t { Fits = 0, OutOfMemory = 1, Failed = 2 };
 }
 
 BatchSizeResult find_executable_batch_size(std::int64_t starting_batch_size,
-                                           const std::function<void(std::int64_t)>& fn,
-                                           const BatchSizeOptions& options, Communicator& comm) {
+                                           const std::function<void(std::int64_t)>& fn, const BatchSizeOptions& options,
+                                           Communicator& comm) {
     if (!(options.factor > 0.0 && options.factor < 1.0)) {
-        throw InvalidArgumentError(fmt::format("find_executable_batch_size: factor {} must be in (0, 1)", options.factor));
+        throw InvalidArgumentError(
+            fmt::format("find_executable_batch_size: factor {} must be in (0, 1)", options.factor));
     }
     if (options.minimum < 1) {
         throw InvalidArgumentError(fmt::format("find_executable_batch_size: minimum {} must be >= 1", options.minimum));
@@ -26,8 +29,8 @@ BatchSizeResult find_executable_batch_size(std::int64_t starting_batch_size,
     const Logger log = get_logger("lockstep.batch_size");
     BatchSizeResult result;
     std::int64_t size = starting_batch_size;
-    std::int64_t fits = 0;       // largest size known to fit on every rank
-    std::int64_t too_big = 0;    // smallest size known not to fit on some rank (0: none yet)
+    std::int64_t fits = 0;     // largest size known to fit on every rank
+    std::int64_t too_big = 0;  // smallest size known not to fit on some rank (0: none yet)
 
     // One try, agreed by all ranks: returns true when every rank fit.
     auto attempt = [&](std::int64_t candidate) {
@@ -54,7 +57,7 @@ BatchSizeResult find_executable_batch_size(std::int64_t starting_batch_size,
         }
         if (worst_outcome == Failed) {
             if (error) std::rethrow_exception(error);
-            throw DistributedOperationException(fmt::format(
+            throw DistributedOperationError(fmt::format(
                 "find_executable_batch_size: rank {} raised an error other than out-of-memory with batch size {}; "
                 "every rank stops (see that rank's output for the error)",
                 failed_rank, candidate));
@@ -71,8 +74,8 @@ BatchSizeResult find_executable_batch_size(std::int64_t starting_batch_size,
         if (s > 0 && s >= options.minimum) return;
         throw Error(options.minimum <= 1 || s <= 0
                         ? std::string("No executable batch size found, reached zero.")
-                        : fmt::format("No executable batch size found, reached {} which is below the minimum of {}.",
-                                      s, options.minimum));
+                        : fmt::format("No executable batch size found, reached {} which is below the minimum of {}.", s,
+                                      options.minimum));
     };
 
     // Shrink until a size fits on every rank.
@@ -126,14 +129,16 @@ std::int64_t check_global_batch_size(std::int64_t per_process, int processes, st
                                      double tuned_learning_rate) {
     const std::int64_t global = global_batch_size(per_process, processes);
     if (global != tuned_global_batch) {
-        const double scaled = tuned_learning_rate * static_cast<double>(global) / static_cast<double>(tuned_global_batch);
+        const double scaled =
+            tuned_learning_rate * static_cast<double>(global) / static_cast<double>(tuned_global_batch);
         get_logger("lockstep.batch_size")
-            .warning("the global batch is {} ({} per process x {} processes), not the {} this run was tuned for: "
-                     "scale the learning rate linearly to {:.6g} (or by the square root for adaptive optimisers), or "
-                     "keep the global batch by using {} per process",
-                     global, per_process, processes, tuned_global_batch, scaled,
-                     tuned_global_batch % processes == 0 ? fmt::format("{}", tuned_global_batch / processes)
-                                                         : std::string("a per-process batch that divides it"));
+            .warning(
+                "the global batch is {} ({} per process x {} processes), not the {} this run was tuned for: "
+                "scale the learning rate linearly to {:.6g} (or by the square root for adaptive optimisers), or "
+                "keep the global batch by using {} per process",
+                global, per_process, processes, tuned_global_batch, scaled,
+                tuned_global_batch % processes == 0 ? fmt::format("{}", tuned_global_batch / processes)
+                                                    : std::string("a per-process batch that divides it"));
     }
     return global;
 }

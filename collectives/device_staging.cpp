@@ -11,8 +11,8 @@
 #endif
 
 #if LOCKSTEP_HAVE_CUDA
-#include "cuda_check.hpp"
 #include <cuda_runtime_api.h>
+#include <lockstep/internal/cuda_check.hpp>
 #endif
 
 #include <algorithm>
@@ -22,12 +22,8 @@
 namespace lockstep {
 
 bool mpi_is_cuda_aware() {
+    if (const auto forced = config().cuda_aware) return *forced;
     static const bool aware = [] {
-        if (const char* forced = std::getenv("LOCKSTEP_CUDA_AWARE"); forced != nullptr) {
-            if (auto b = parse_bool(forced)) return *b;
-            throw ConfigError("environment LOCKSTEP_CUDA_AWARE",
-                              std::string("'") + forced + "' is not a boolean (1/0, true/false, yes/no, on/off)");
-        }
 #if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
         return MPIX_Query_cuda_support() == 1;
 #else
@@ -55,22 +51,14 @@ private:
     void* ptr_;
 };
 
-bool direct(const Tensor& t) { return t.device().is_cpu() || mpi_is_cuda_aware(); }
+bool direct(const Tensor& t) {
+    return t.device().is_cpu() || mpi_is_cuda_aware();
+}
 
 }  // namespace
 
 std::int64_t staging_chunk_elements(DType dtype) {
-    static const std::size_t bytes = [] {
-        if (const char* v = std::getenv("LOCKSTEP_STAGING_CHUNK_BYTES"); v != nullptr) {
-            try {
-                return std::max<std::size_t>(parse_bytes(v), 4096);
-            } catch (const InvalidArgumentError& e) {
-                throw ConfigError("environment LOCKSTEP_STAGING_CHUNK_BYTES", e.what());
-            }
-        }
-        return std::size_t{4} << 20;
-    }();
-    return static_cast<std::int64_t>(bytes / dtype_size(dtype));
+    return static_cast<std::int64_t>(config().staging_chunk_bytes / dtype_size(dtype));
 }
 
 void with_host_buffer_general(Tensor& t, Direction direction, const std::function<void(void*)>& fn) {

@@ -21,8 +21,8 @@ void with_host_buffers_general(const Tensor& in, Tensor& out, const std::functio
                                bool copy_back);
 void with_host_chunks_general(Tensor& t, const std::function<void(void*, std::int64_t)>& fn);
 
-// The wrappers below call fn directly for host tensors: the per-call path of every collective on host memory, which
-// then builds no std::function (and allocates nothing). Other tensors take the general forms.
+// The wrappers below call fn directly for host tensors, building no std::function (the per-call contract:
+// communicator_impl.hpp). Other tensors take the general forms.
 
 // fn(pointer) with the tensor's elements readable (In), writable (Out) or both.
 template <typename Fn>
@@ -41,7 +41,8 @@ void with_host_buffers(const Tensor& in, Tensor& out, Fn&& fn, bool copy_back = 
         fn(in.numel() == 0 ? nullptr : in.data(), out.numel() == 0 ? nullptr : out.data());
         return;
     }
-    with_host_buffers_general(in, out, [&fn](const void* src, void* dst) { fn(src, dst); }, copy_back);
+    with_host_buffers_general(
+        in, out, [&fn](const void* src, void* dst) { fn(src, dst); }, copy_back);
 }
 
 // fn(pointer, count) once per chunk of t, in order, with each chunk readable and writable. Host tensors and

@@ -1,3 +1,6 @@
+#include "fixed_record.hpp"
+#include "rank_groups.hpp"
+
 #include <lockstep/inventory.hpp>
 #include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
@@ -6,7 +9,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace lockstep {
 
@@ -41,68 +43,43 @@ DeviceInventory local_inventory() {
 }
 
 namespace {
-// Fixed-size form for the allgather.
-struct WireInventory {
-    char host[64];
-    char device[16];
-    char name[96];
-    char kernel[64];
+// One rank's entry as it travels in the allgather.
+struct InventoryRecord {
+    detail::FixedText<64> host;
+    detail::FixedText<16> device;
+    detail::FixedText<96> name;
+    detail::FixedText<64> kernel;
     std::uint64_t memory_bytes;
     std::int32_t compute_units;
     std::int32_t rank;
 };
-template <std::size_t N>
-void put(char (&dst)[N], const std::string& s) {
-    std::memset(dst, 0, N);
-    std::memcpy(dst, s.data(), std::min(s.size(), N - 1));
-}
-template <std::size_t N>
-std::string get(const char (&src)[N]) {
-    return std::string(src, strnlen(src, N));
-}
 }  // namespace
 
 std::vector<DeviceInventory> gather_inventory(Communicator& comm) {
     const DeviceInventory mine = local_inventory();
-    WireInventory w{};
-    put(w.host, mine.host);
-    put(w.device, mine.device);
-    put(w.name, mine.name);
-    put(w.kernel, mine.kernel);
-    w.memory_bytes = mine.memory_bytes;
-    w.compute_units = mine.compute_units;
-    w.rank = comm.rank();
-    Tensor bytes = Tensor::from_data<std::uint8_t>(
-        std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&w), reinterpret_cast<const std::uint8_t*>(&w) + sizeof w),
-        {static_cast<std::int64_t>(sizeof w)});
-    const Tensor all = comm.allgather(bytes);
-    std::vector<DeviceInventory> out(static_cast<std::size_t>(comm.size()));
-    for (int r = 0; r < comm.size(); ++r) {
-        WireInventory e;
-        std::memcpy(&e, static_cast<const std::uint8_t*>(all.data()) + static_cast<std::size_t>(r) * sizeof e, sizeof e);
-        out[static_cast<std::size_t>(r)] = {e.rank, get(e.host), get(e.device), get(e.name),
-                                            e.memory_bytes, e.compute_units, get(e.kernel)};
+    InventoryRecord record{};
+    record.host.assign(mine.host);
+    record.device.assign(mine.device);
+    record.name.assign(mine.name);
+    record.kernel.assign(mine.kernel);
+    record.memory_bytes = mine.memory_bytes;
+    record.compute_units = mine.compute_units;
+    record.rank = comm.rank();
+    std::vector<DeviceInventory> out;
+    for (const InventoryRecord& e : detail::allgather_fixed(comm, record)) {
+        out.push_back(
+            {e.rank, e.host.str(), e.device.str(), e.name.str(), e.memory_bytes, e.compute_units, e.kernel.str()});
     }
     return out;
 }
 
 std::optional<std::string> compare_inventories(const std::vector<DeviceInventory>& inventory) {
-    std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (const auto& e : inventory) {
-        const std::string key = e.describe();
-        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
-        if (it == groups.end()) {
-            groups.push_back({key, {e.rank}});
-        } else {
-            it->second.push_back(e.rank);
-        }
+    std::vector<std::string> described;
+    for (const auto& e : inventory) described.push_back(e.describe());
+    if (std::all_of(described.begin(), described.end(), [&](const auto& d) { return d == described.front(); })) {
+        return std::nullopt;
     }
-    if (groups.size() <= 1) return std::nullopt;
-    std::string text = "Processes run on different devices:\n";
-    for (const auto& [key, ranks] : groups) {
-        text += fmt::format("  - {} {}: {}\n", ranks.size() == 1 ? "Process" : "Processes", format_rank_ranges(ranks),
-                            key);
-    }
+    std::string text = "Processes run on different devices:\n" + detail::grouped_by_value(described);
     const auto smallest = std::min_element(inventory.begin(), inventory.end(), [](const auto& a, const auto& b) {
         return a.memory_bytes < b.memory_bytes;
     });

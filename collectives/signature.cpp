@@ -1,3 +1,6 @@
+#include "rank_groups.hpp"
+#include "wire_signature.hpp"
+
 #include <lockstep/signature.hpp>
 
 #include <fmt/core.h>
@@ -8,37 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
 
 namespace lockstep {
-
-std::string_view op_name(OpKind op) noexcept {
-    switch (op) {
-        case OpKind::Barrier: return "lockstep::barrier";
-        case OpKind::Broadcast: return "lockstep::broadcast";
-        case OpKind::Reduce: return "lockstep::reduce";
-        case OpKind::Allreduce: return "lockstep::allreduce";
-        case OpKind::Gather: return "lockstep::gather";
-        case OpKind::Allgather: return "lockstep::allgather";
-        case OpKind::Scatter: return "lockstep::scatter";
-        case OpKind::ReduceScatter: return "lockstep::reduce_scatter";
-        case OpKind::Alltoall: return "lockstep::alltoall";
-        case OpKind::GatherUneven: return "lockstep::gather_uneven";
-        case OpKind::PadAcrossProcesses: return "lockstep::pad_across_processes";
-    }
-    return "lockstep::unknown";
-}
-
-std::string_view reduce_op_name(ReduceOp op) noexcept {
-    switch (op) {
-        case ReduceOp::Sum: return "sum";
-        case ReduceOp::Prod: return "prod";
-        case ReduceOp::Max: return "max";
-        case ReduceOp::Min: return "min";
-        case ReduceOp::Mean: return "mean";
-    }
-    return "unknown";
-}
 
 std::uint64_t shape_hash(const Shape& shape, int skip_dim) {
     std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -60,7 +34,9 @@ std::string Signature::shape_text() const {
     return fmt::format("[{}, ... ({} dims, hash {:016x})]", fmt::join(shape, ", "), rank_of_shape, shape_hash);
 }
 
-std::string Signature::call_site() const { return line == 0 ? file : fmt::format("{}:{}", file, line); }
+std::string Signature::call_site() const {
+    return line == 0 ? file : fmt::format("{}:{}", file, line);
+}
 
 std::string Signature::describe() const {
     std::string s = fmt::format("`{}` #{}", op_name(op), sequence);
@@ -72,51 +48,49 @@ std::string Signature::describe() const {
     return s;
 }
 
+namespace detail {
+
 namespace {
-template <std::size_t N>
-void copy_text(char (&dst)[N], std::string_view src) {
-    // Keep the end of long paths and names: the file name and the innermost scope matter most.
-    if (src.size() >= N) src = src.substr(src.size() - (N - 1));
-    std::memset(dst, 0, N);
-    std::memcpy(dst, src.data(), src.size());
-}
-template <std::size_t N>
-std::string read_text(const char (&src)[N]) {
-    return std::string(src, strnlen(src, N));
-}
 constexpr std::uint8_t none = 0xff;
 }  // namespace
 
-WireSignature to_wire(const Signature& s) {
+WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence) {
     WireSignature w;
     std::memset(&w, 0, sizeof w);
-    w.sequence = s.sequence;
-    w.shape_hash = s.shape_hash;
-    w.trailing_hash = s.trailing_hash;
-    w.numel = s.numel;
-    w.rank_of_shape = static_cast<std::int32_t>(s.rank_of_shape);
-    for (std::size_t d = 0; d < std::min(s.shape.size(), max_wire_dims); ++d) w.dims[d] = s.shape[d];
-    w.root = s.root;
-    w.varying_dim = s.varying_dim;
-    w.line = s.line;
-    w.op = static_cast<std::uint8_t>(s.op);
-    w.dtype = s.dtype ? static_cast<std::uint8_t>(*s.dtype) : none;
-    w.reduce_op = s.reduce_op ? static_cast<std::uint8_t>(*s.reduce_op) : none;
-    w.device_type = s.device_type ? static_cast<std::uint8_t>(*s.device_type) : none;
-    copy_text(w.file, s.file);
-    copy_text(w.function, s.function);
-    copy_text(w.tag, s.tag);
+    w.sequence = sequence;
+    w.root = call.root;
+    w.varying_dim = call.varying_dim;
+    w.op = static_cast<std::uint8_t>(call.op);
+    w.dtype = none;
+    w.device_type = none;
+    w.reduce_op = call.reduce_op ? static_cast<std::uint8_t>(*call.reduce_op) : none;
+    if (const Tensor* t = call.input; t != nullptr) {
+        const Shape& shape = t->shape();
+        w.dtype = static_cast<std::uint8_t>(t->dtype());
+        w.device_type = static_cast<std::uint8_t>(t->device().type());
+        w.rank_of_shape = static_cast<std::int32_t>(shape.size());
+        w.shape_hash = shape_hash(shape);
+        w.trailing_hash = call.varying_dim >= 0 ? shape_hash(shape, call.varying_dim) : w.shape_hash;
+        w.numel = t->numel();
+        std::copy_n(shape.begin(), std::min(shape.size(), max_record_dims), w.dims);
+    }
+    w.line = call.site.line();
+    const std::string_view file = call.site.file();
+    const std::size_t slash = file.rfind('/');
+    w.file.assign(slash == std::string_view::npos ? file : file.substr(slash + 1), /*keep_end=*/true);
+    w.function.assign(call.site.function(), /*keep_end=*/true);
+    w.tag.assign(call.site.tag);
     return w;
 }
 
-Signature from_wire(const WireSignature& w) {
+Signature decode_signature(const WireSignature& w) {
     Signature s;
     s.sequence = w.sequence;
     s.shape_hash = w.shape_hash;
     s.trailing_hash = w.trailing_hash;
     s.numel = w.numel;
     s.rank_of_shape = w.rank_of_shape;
-    const auto kept = std::min<std::size_t>(static_cast<std::size_t>(std::max(w.rank_of_shape, 0)), max_wire_dims);
+    const auto kept = std::min<std::size_t>(static_cast<std::size_t>(std::max(w.rank_of_shape, 0)), max_record_dims);
     s.shape.assign(w.dims, w.dims + kept);
     s.root = w.root;
     s.varying_dim = w.varying_dim;
@@ -125,44 +99,40 @@ Signature from_wire(const WireSignature& w) {
     if (w.dtype != none) s.dtype = static_cast<DType>(w.dtype);
     if (w.reduce_op != none) s.reduce_op = static_cast<ReduceOp>(w.reduce_op);
     if (w.device_type != none) s.device_type = static_cast<DeviceType>(w.device_type);
-    s.file = read_text(w.file);
-    s.function = read_text(w.function);
-    s.tag = read_text(w.tag);
+    s.file = w.file.str();
+    s.function = w.function.str();
+    s.tag = w.tag.str();
     return s;
 }
 
-std::string format_rank_ranges(const std::vector<int>& ranks) {
-    std::vector<int> sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    std::vector<std::string> parts;
-    for (std::size_t i = 0; i < sorted.size();) {
-        std::size_t j = i;
-        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-        parts.push_back(j == i ? fmt::format("{}", sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]));
-        i = j + 1;
+bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
+    if (sigs.empty()) return true;
+    const WireSignature& a = sigs[0];
+    const OpTraits& rules = traits(static_cast<OpKind>(a.op));
+    for (std::size_t r = 1; r < sigs.size(); ++r) {
+        const WireSignature& b = sigs[r];
+        if (b.op != a.op || b.sequence != a.sequence || b.dtype != a.dtype || b.rank_of_shape != a.rank_of_shape ||
+            b.varying_dim != a.varying_dim) {
+            return false;
+        }
+        if (a.varying_dim >= 0 ? b.trailing_hash != a.trailing_hash : b.shape_hash != a.shape_hash) return false;
+        if (rules.has_root && b.root != a.root) return false;
+        if (rules.has_reduce_op && b.reduce_op != a.reduce_op) return false;
     }
-    return fmt::format("{}", fmt::join(parts, ", "));
+    return true;
 }
+
+}  // namespace detail
 
 namespace {
 
-// Lines "  - Process 0: value" with ranks of equal value grouped, in order of each value's lowest rank.
-std::string grouped(const std::vector<Signature>& sigs, const std::function<std::string(const Signature&)>& value) {
-    std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (std::size_t r = 0; r < sigs.size(); ++r) {
-        const std::string v = value(sigs[r]);
-        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
-        if (it == groups.end()) {
-            groups.push_back({v, {static_cast<int>(r)}});
-        } else {
-            it->second.push_back(static_cast<int>(r));
-        }
-    }
-    std::string out;
-    for (const auto& [v, ranks] : groups) {
-        out += fmt::format("  - {} {}: {}\n", ranks.size() == 1 ? "Process" : "Processes", format_rank_ranges(ranks), v);
-    }
-    return out;
+// The report's "Processes 0-1: value" lines for one field of every rank's signature.
+template <typename Value>
+std::string grouped(const std::vector<Signature>& sigs, Value&& value) {
+    std::vector<std::string> values;
+    values.reserve(sigs.size());
+    for (const auto& s : sigs) values.push_back(value(s));
+    return detail::grouped_by_value(values);
 }
 
 bool all_equal(const std::vector<Signature>& sigs, const std::function<bool(const Signature&, const Signature&)>& eq) {
@@ -170,13 +140,6 @@ bool all_equal(const std::vector<Signature>& sigs, const std::function<bool(cons
         if (!eq(sigs[0], sigs[r])) return false;
     }
     return true;
-}
-
-bool has_root(OpKind op) {
-    return op == OpKind::Broadcast || op == OpKind::Reduce || op == OpKind::Gather || op == OpKind::Scatter;
-}
-bool has_reduce_op(OpKind op) {
-    return op == OpKind::Reduce || op == OpKind::Allreduce || op == OpKind::ReduceScatter;
 }
 
 struct Section {
@@ -190,32 +153,19 @@ std::string join_nouns(const std::vector<std::string>& nouns) {
     std::string s;
     for (std::size_t i = 0; i < nouns.size(); ++i) {
         s += nouns[i];
-        if (i + 2 < nouns.size()) s += ", ";
-        else if (i + 2 == nouns.size()) s += " and ";
+        if (i + 2 < nouns.size())
+            s += ", ";
+        else if (i + 2 == nouns.size())
+            s += " and ";
     }
     return s;
 }
 
-std::string dtype_text(const Signature& s) { return s.dtype ? std::string(dtype_name(*s.dtype)) : "none"; }
+std::string dtype_text(const Signature& s) {
+    return s.dtype ? std::string(dtype_name(*s.dtype)) : "none";
+}
 
 }  // namespace
-
-bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
-    if (sigs.empty()) return true;
-    const WireSignature& a = sigs[0];
-    const auto op = static_cast<OpKind>(a.op);
-    for (std::size_t r = 1; r < sigs.size(); ++r) {
-        const WireSignature& b = sigs[r];
-        if (b.op != a.op || b.sequence != a.sequence || b.dtype != a.dtype || b.rank_of_shape != a.rank_of_shape ||
-            b.varying_dim != a.varying_dim) {
-            return false;
-        }
-        if (a.varying_dim >= 0 ? b.trailing_hash != a.trailing_hash : b.shape_hash != a.shape_hash) return false;
-        if (has_root(op) && b.root != a.root) return false;
-        if (has_reduce_op(op) && b.reduce_op != a.reduce_op) return false;
-    }
-    return true;
-}
 
 std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) {
     if (sigs.size() <= 1) return std::nullopt;
@@ -264,10 +214,11 @@ std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) 
             failed.push_back({"dtype", "Input dtypes", dtype_text});
         }
     }
-    if (has_root(op) && !all_equal(sigs, [](const Signature& a, const Signature& b) { return a.root == b.root; })) {
+    if (detail::traits(op).has_root &&
+        !all_equal(sigs, [](const Signature& a, const Signature& b) { return a.root == b.root; })) {
         failed.push_back({"root", "Roots", [](const Signature& s) { return fmt::format("{}", s.root); }});
     }
-    if (has_reduce_op(op) &&
+    if (detail::traits(op).has_reduce_op &&
         !all_equal(sigs, [](const Signature& a, const Signature& b) { return a.reduce_op == b.reduce_op; })) {
         failed.push_back({"reduce op", "Reduce ops", [](const Signature& s) {
                               return s.reduce_op ? std::string(reduce_op_name(*s.reduce_op)) : "none";
@@ -287,7 +238,7 @@ std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) 
 }
 
 SignatureMismatchError::SignatureMismatchError(std::string message, std::vector<Signature> signatures)
-    : DistributedOperationException(std::move(message)), signatures_(std::move(signatures)) {}
+    : DistributedOperationError(std::move(message)), signatures_(std::move(signatures)) {}
 
 std::string SignatureMismatchError::to_json() const {
     nlohmann::json ranks = nlohmann::json::array();

@@ -1,3 +1,6 @@
+#include "fixed_record.hpp"
+#include "wait_statistics.hpp"
+
 #include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
 #include <lockstep/straggler.hpp>
@@ -5,14 +8,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace lockstep {
-
-namespace detail {
-double process_wait_seconds();     // communicator.cpp
-double seconds_since_world_start();  // communicator.cpp
-}  // namespace detail
 
 StragglerRow local_straggler_row() {
     StragglerRow row;
@@ -23,31 +20,33 @@ StragglerRow local_straggler_row() {
     return row;
 }
 
+namespace {
+// One rank's row as it travels in the allgather.
+struct StragglerRecord {
+    double elapsed_seconds;
+    double wait_seconds;
+    detail::FixedText<64> host;
+};
+}  // namespace
+
 std::vector<StragglerRow> gather_straggler_rows(Communicator& comm) {
     // Read the totals before the gather, so that the report's own collective is not counted as waiting.
     const StragglerRow mine = local_straggler_row();
-    const Tensor numbers = comm.allgather(Tensor::from_data<double>({mine.elapsed_seconds, mine.wait_seconds}, {2}));
-    char host[64] = {};
-    std::strncpy(host, mine.host.c_str(), sizeof host - 1);
-    const Tensor hosts = comm.allgather(Tensor::from_data<std::uint8_t>(
-        std::vector<std::uint8_t>(host, host + sizeof host), {static_cast<std::int64_t>(sizeof host)}));
-    const auto v = numbers.to_vector<double>();
-    const auto h = hosts.to_vector<std::uint8_t>();
-    std::vector<StragglerRow> rows(static_cast<std::size_t>(comm.size()));
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-        rows[r].rank = static_cast<int>(r);
-        const char* name = reinterpret_cast<const char*>(h.data()) + r * sizeof host;
-        rows[r].host = std::string(name, strnlen(name, sizeof host));
-        rows[r].elapsed_seconds = v[2 * r];
-        rows[r].wait_seconds = v[2 * r + 1];
+    StragglerRecord record{mine.elapsed_seconds, mine.wait_seconds, {}};
+    record.host.assign(mine.host);
+    std::vector<StragglerRow> rows;
+    int rank = 0;
+    for (const StragglerRecord& r : detail::allgather_fixed(comm, record)) {
+        rows.push_back({rank++, r.host.str(), r.elapsed_seconds, r.wait_seconds});
     }
     return rows;
 }
 
 std::string format_straggler_report(const std::vector<StragglerRow>& rows) {
     if (rows.empty()) return "Straggler report: no ranks\n";
-    std::string text = "Straggler report (time since start, split into compute and waiting in collectives):\n\n"
-                       "| rank | host | total s | compute s | wait s | wait % |\n|---:|---|---:|---:|---:|---:|\n";
+    std::string text =
+        "Straggler report (time since start, split into compute and waiting in collectives):\n\n"
+        "| rank | host | total s | compute s | wait s | wait % |\n|---:|---|---:|---:|---:|---:|\n";
     for (const auto& r : rows) {
         const double share = r.elapsed_seconds > 0 ? 100.0 * r.wait_seconds / r.elapsed_seconds : 0.0;
         text += fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.1f} % |\n", r.rank, r.host, r.elapsed_seconds,

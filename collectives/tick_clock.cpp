@@ -37,7 +37,9 @@ const Anchor anchor{ticks(), Steady::now()};
 
 }  // namespace
 
-bool ticks_are_tsc() noexcept { return use_tsc; }
+bool ticks_are_tsc() noexcept {
+    return use_tsc;
+}
 
 std::int64_t steady_ticks() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();

@@ -28,7 +28,9 @@ namespace lockstep::detail {
 #endif
     return steady_ticks();
 }
-[[nodiscard]] inline std::int64_t ticks() noexcept { return ticks(ticks_are_tsc()); }
+[[nodiscard]] inline std::int64_t ticks() noexcept {
+    return ticks(ticks_are_tsc());
+}
 
 // The duration of `ticks` ticks in seconds. Negative spans (a thread that moved to a core whose counter lags) count
 // as zero.

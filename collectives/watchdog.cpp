@@ -56,22 +56,28 @@ private:
     int fd_ = -1;
 };
 
-std::string base_name(const char* path) { return std::filesystem::path(path).filename().string(); }
+std::string base_name(const char* path) {
+    return std::filesystem::path(path).filename().string();
+}
 
-bool is_send(const OpRecord& r) { return std::string_view(r.p2p_name) == "lockstep::send"; }
+bool is_send(const CallRecord& r) {
+    return r.op == OpKind::Send;
+}
 
-std::string record_text(const OpRecord& r) {
-    std::string s = r.point_to_point ? fmt::format("`{}` {} process {} (tag {})", r.p2p_name,
-                                                   is_send(r) ? "to" : "from", r.root, r.tag)
-                                     : fmt::format("`{}` #{}", op_name(r.op), r.sequence);
+std::string record_text(const CallRecord& r) {
+    std::string s = r.point_to_point() ? fmt::format("`{}` {} process {} (tag {})", op_name(r.op),
+                                                     is_send(r) ? "to" : "from", r.root, r.message_tag)
+                                       : fmt::format("`{}` #{}", op_name(r.op), r.sequence);
     if (r.has_tensor) {
-        Shape shape(r.dims, r.dims + std::min<int>(r.ndim, static_cast<int>(max_wire_dims)));
+        Shape shape(r.dims, r.dims + std::min<int>(r.ndim, static_cast<int>(max_record_dims)));
         s += fmt::format(" {}{}", dtype_name(r.dtype), shape_str(shape));
     }
     return s;
 }
 
-std::string site_text(const OpRecord& r) { return fmt::format("{}:{}", base_name(r.file), r.line); }
+std::string site_text(const CallRecord& r) {
+    return fmt::format("{}:{}", base_name(r.file), r.line);
+}
 
 // Reads until newline or EOF with an overall deadline. Returns nullopt on timeout or error.
 std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
@@ -164,7 +170,7 @@ std::string process_line(const nlohmann::json& b, const Endpoint& member, int in
 }
 
 // What the peer of a stuck send/recv is doing instead of the matching call, and what to do about it.
-std::string point_to_point_diagnosis(const OpRecord& stuck, const nlohmann::json& peer, int me) {
+std::string point_to_point_diagnosis(const CallRecord& stuck, const nlohmann::json& peer, int me) {
     const bool sending = is_send(stuck);
     const std::string want = sending ? "recv" : "send";
     const std::string want_call = fmt::format("`lockstep::{}` {} process {}", want, sending ? "from" : "to", me);
@@ -174,35 +180,39 @@ std::string point_to_point_diagnosis(const OpRecord& stuck, const nlohmann::json
     };
     const int p = stuck.root;
     if (peer.contains("unreachable")) {
-        return fmt::format("Process {} does not answer: it has exited or its node is unreachable, so the matching {} "
-                           "will never come. Look at its own output for an error.",
-                           p, want_call);
+        return fmt::format(
+            "Process {} does not answer: it has exited or its node is unreachable, so the matching {} "
+            "will never come. Look at its own output for an error.",
+            p, want_call);
     }
     if (peer.value("in_collective", false) && is_toward_me("")) {
         const std::string kind = peer.value("p2p", "");
         const int tag = peer.value("tag", 0);
         if (kind == want) {
-            return fmt::format("Process {} is in the matching {} but with tag {}, and this call uses tag {}: the tags "
-                               "must be equal.",
-                               p, want_call, tag, stuck.tag);
+            return fmt::format(
+                "Process {} is in the matching {} but with tag {}, and this call uses tag {}: the tags "
+                "must be equal.",
+                p, want_call, tag, stuck.message_tag);
         }
-        return fmt::format("Process {} is in `lockstep::{}` {} this process too: both sides {}, so neither call can "
-                           "complete. Order the calls (for example, even ranks send first and odd ranks receive first).",
-                           p, kind, kind == "send" ? "to" : "from", sending ? "send" : "wait to receive");
+        return fmt::format(
+            "Process {} is in `lockstep::{}` {} this process too: both sides {}, so neither call can "
+            "complete. Order the calls (for example, even ranks send first and odd ranks receive first).",
+            p, kind, kind == "send" ? "to" : "from", sending ? "send" : "wait to receive");
     }
     if (peer.value("in_collective", false)) {
-        return fmt::format("Process {} is in {} at {} instead of the matching {}: the two processes disagree on the "
-                           "order of communication.",
-                           p, peer.value("op", "?"), peer.value("site", "?"), want_call);
+        return fmt::format(
+            "Process {} is in {} at {} instead of the matching {}: the two processes disagree on the "
+            "order of communication.",
+            p, peer.value("op", "?"), peer.value("site", "?"), want_call);
     }
     if (is_toward_me("last_") && peer.value("last_p2p", "") == want) {
-        return fmt::format("Process {} is not communicating; its last completed call was {} at {}. If that was "
-                           "meant for this {}, the tags differ (this call uses tag {}).",
-                           p, peer.value("last_op", "?"), peer.value("last_site", "?"), sending ? "send" : "recv",
-                           stuck.tag);
+        return fmt::format(
+            "Process {} is not communicating; its last completed call was {} at {}. If that was "
+            "meant for this {}, the tags differ (this call uses tag {}).",
+            p, peer.value("last_op", "?"), peer.value("last_site", "?"), sending ? "send" : "recv", stuck.message_tag);
     }
-    return fmt::format("Process {} never posted the matching {}: look for a branch or an early exit that skips it.",
-                       p, want_call);
+    return fmt::format("Process {} never posted the matching {}: look for a branch or an early exit that skips it.", p,
+                       want_call);
 }
 
 }  // namespace
@@ -226,7 +236,7 @@ struct Watchdog::State {
     };
     // A call in flight (`when` it started) or completed (`when` it ended), with its communicator's label.
     struct Call {
-        OpRecord record;
+        CallRecord record;
         Clock::time_point when;
         std::string label;
         [[nodiscard]] std::string text() const {
@@ -306,18 +316,18 @@ struct Watchdog::State {
         observe(now);
         nlohmann::json j = {{"rank", world_rank}, {"host", host}, {"pid", ::getpid()}};
         // Send and receive: direction, peer and tag as data, for the report of a stuck peer.
-        const auto add_p2p = [&](const OpRecord& r, const std::string& prefix) {
-            if (!r.point_to_point) return;
+        const auto add_p2p = [&](const CallRecord& r, const std::string& prefix) {
+            if (!r.point_to_point()) return;
             j[prefix + "p2p"] = is_send(r) ? "send" : "recv";
             j[prefix + "peer"] = r.root;
-            j[prefix + "tag"] = r.tag;
+            j[prefix + "tag"] = r.message_tag;
             j[prefix + "comm"] = r.comm_id;
         };
         const std::vector<Call> calls = in_flight();
         if (!calls.empty()) {
             // The oldest call in flight; every call in flight (threads may be in calls on several communicators)
             // as communicator and call number, for the check of who arrived.
-            const OpRecord& current = calls.front().record;
+            const CallRecord& current = calls.front().record;
             j["in_collective"] = true;
             j["op"] = calls.front().text();
             j["comm"] = current.comm_id;
@@ -328,7 +338,7 @@ struct Watchdog::State {
             nlohmann::json all = nlohmann::json::array();
             for (const auto& c : calls) {
                 all.push_back(
-                    {{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point}});
+                    {{"comm", c.record.comm_id}, {"sequence", c.record.sequence}, {"p2p", c.record.point_to_point()}});
             }
             j["in_flight"] = std::move(all);
         } else {
@@ -354,10 +364,10 @@ struct Watchdog::State {
 
     nlohmann::json ask(const Endpoint& e) {
         const int world_rank_of_peer = e.world_rank;
-        if (e.pid == self.pid && std::string_view(e.host) == self.host && e.port == self.port) return board_json();
+        if (e.pid == self.pid && e.host.str() == self.host.str() && e.port == self.port) return board_json();
         const auto deadline = Clock::now() + std::chrono::seconds(2);
         std::string why;
-        Fd fd = connect_to(e.host, e.port, deadline, why);
+        Fd fd = connect_to(e.host.str(), e.port, deadline, why);
         if (!fd.valid()) return {{"rank", world_rank_of_peer}, {"unreachable", why}};
         if (!write_all(fd.get(), "BOARD\n")) return {{"rank", world_rank_of_peer}, {"unreachable", "write failed"}};
         const auto line = read_line(fd.get(), deadline);
@@ -390,7 +400,9 @@ Watchdog::~Watchdog() {
     }
 }
 
-bool Watchdog::running() const noexcept { return state_->started; }
+bool Watchdog::running() const noexcept {
+    return state_->started;
+}
 
 void Watchdog::ensure_started(int thread_level) {
     State& s = *state_;
@@ -403,9 +415,7 @@ void Watchdog::ensure_started(int thread_level) {
 
     // One node: loopback only. Several: every interface, reached by host name. LOCKSTEP_WATCHDOG_HOST overrides both.
     std::string publish = id.node_count <= 1 ? "127.0.0.1" : s.host;
-    if (const char* forced = std::getenv("LOCKSTEP_WATCHDOG_HOST"); forced != nullptr && *forced != '\0') {
-        publish = forced;
-    }
+    if (const auto& forced = config().watchdog_host) publish = *forced;
     s.listener = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!s.listener.valid()) throw Error(fmt::format("watchdog: socket() failed: {}", std::strerror(errno)));
     sockaddr_in addr{};
@@ -418,7 +428,7 @@ void Watchdog::ensure_started(int thread_level) {
     }
     socklen_t len = sizeof addr;
     ::getsockname(s.listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    std::snprintf(s.self.host, sizeof s.self.host, "%s", publish.c_str());
+    s.self.host.assign(publish);
     s.self.port = ntohs(addr.sin_port);
     s.self.pid = ::getpid();
     s.self.world_rank = id.rank;
@@ -462,7 +472,7 @@ Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoi
     return Boards{entry.boards[0].board.get(), entry.boards[1].board.get()};
 }
 
-std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* is_reporter) {
+std::string Watchdog::build_report(const CallRecord& stuck, double waited, bool* is_reporter) {
     State& s = *state_;
     std::vector<Endpoint> members;
     std::string stuck_text = record_text(stuck);  // with its communicator's label, if lockstep's own
@@ -477,12 +487,12 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     for (std::size_t i = 0; i < members.size(); ++i) {
         if (members[i].world_rank == s.world_rank && members[i].pid == s.self.pid) my_index = static_cast<int>(i);
     }
-    if (stuck.point_to_point) {
+    if (stuck.point_to_point()) {
         if (is_reporter != nullptr) *is_reporter = true;  // only the two ends wait; each reports its own side
         std::string r = fmt::format("lockstep: point-to-point call timed out after {:.1f} s (timeout {:g} s)\n\n",
                                     waited, stuck.timeout);
-        r += fmt::format("Operation: {} on a communicator of {} processes, called at {} by process {}\n",
-                         stuck_text, members.size(), site_text(stuck), my_index);
+        r += fmt::format("Operation: {} on a communicator of {} processes, called at {} by process {}\n", stuck_text,
+                         members.size(), site_text(stuck), my_index);
         std::vector<nlohmann::json> boards;
         for (const auto& m : members) boards.push_back(s.ask(m));
         if (stuck.root >= 0 && stuck.root < static_cast<int>(boards.size())) {
@@ -499,9 +509,9 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
         bool same_call = false;
         if (b.contains("in_flight") && b["in_flight"].is_array()) {
             for (const auto& call : b["in_flight"]) {
-                same_call = same_call || (!call.value("p2p", false) &&
-                                          call.value("comm", std::uint64_t{~0ULL}) == stuck.comm_id &&
-                                          call.value("sequence", std::uint64_t{~0ULL}) == stuck.sequence);
+                same_call = same_call ||
+                            (!call.value("p2p", false) && call.value("comm", std::uint64_t{~0ULL}) == stuck.comm_id &&
+                             call.value("sequence", std::uint64_t{~0ULL}) == stuck.sequence);
             }
         }
         (same_call ? arrived : missing).push_back(static_cast<int>(i));
@@ -509,10 +519,10 @@ std::string Watchdog::build_report(const OpRecord& stuck, double waited, bool* i
     }
     // The lowest waiting rank writes the report; the others point to it.
     if (is_reporter != nullptr) *is_reporter = !arrived.empty() && arrived.front() == my_index;
-    std::string r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
-                                stuck.timeout);
-    r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", stuck_text,
-                     members.size(), site_text(stuck));
+    std::string r =
+        fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited, stuck.timeout);
+    r += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", stuck_text, members.size(),
+                     site_text(stuck));
     const auto processes = [](const std::vector<int>& ranks) {
         if (ranks.empty()) return std::string("none");
         return (ranks.size() == 1 ? "Process " : "Processes ") + format_rank_ranges(ranks);
@@ -537,7 +547,7 @@ void Watchdog::State::loop(Watchdog& owner) {
         if (stop) break;
         if (rc > 0 && (fds[0].revents & POLLIN)) serve_one();
 
-        std::optional<OpRecord> stuck;
+        std::optional<CallRecord> stuck;
         double waited = 0.0;
         if (!reported) {
             std::scoped_lock lock(registry_mutex);

@@ -8,14 +8,15 @@
 // stamps the start and end times itself when it sees them (within its 100 ms period).
 //
 // A watchdog thread per process serves those boards over a TCP socket (loopback when the job is on one node) and checks
-// every 100 ms whether a call in flight has outlived its communicator's timeout. When it has, it asks every process of the
-// stuck communicator for its board, through those sockets: a channel that does not depend on MPI, so it answers
+// every 100 ms whether a call in flight has outlived its communicator's timeout. When it has, it asks every process of
+// the stuck communicator for its board, through those sockets: a channel that does not depend on MPI, so it answers
 // while the collective is stuck and while a process computes or waits in MPI_Finalize. The lowest-ranked waiting
 // process prints the report (op, call number, shape, seconds waited, which ranks never arrived, what each process is
 // doing); then the job ends with MPI_Abort (exit code 124). A stuck send or recv is reported by the process that waits,
 // with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
 
-#include <lockstep/signature.hpp>
+#include "call_info.hpp"
+#include "fixed_record.hpp"
 
 #include <mpi.h>
 
@@ -33,35 +34,18 @@
 
 namespace lockstep::detail {
 
-struct OpRecord {
-    std::uint64_t comm_id = 0;
-    std::uint64_t sequence = 0;
-    OpKind op = OpKind::Barrier;
-    bool point_to_point = false;  // send/recv: peer in `root`
-    const char* p2p_name = nullptr;
-    int tag = 0;  // send/recv
-    int root = -1;
-    DType dtype = DType::Float32;
-    bool has_tensor = false;
-    int ndim = 0;
-    std::int64_t dims[max_wire_dims] = {};
-    const char* file = "";
-    unsigned line = 0;
-    const char* function = "";
-    double timeout = 0.0;  // seconds; 0: never reported
-};
-
 // The board of one kind of call on one communicator: a sequence lock with one writer at a time. The collectives of a
 // communicator are ordered by MPI's rules, so they have one writer; sends and receives, which several threads may
 // post on one communicator, serialize on writers_mutex (begin_shared/end_shared). Writing a record is ~20 plain
-// stores; nothing on the writer's side is a locked instruction.
+// stores; nothing on the writer's side is a locked instruction. The record is the fixed part of the call record
+// (call_info.hpp).
 class Board {
 public:
     Board(std::uint64_t comm_id, double timeout) : comm_id_(comm_id), timeout_(timeout) {}
 
     // The start of call number begun()+1 (its record goes to slot (begun()+1) % 2, which held the call before the last
     // completed one), and its end.
-    void begin(const OpRecord& record) noexcept {
+    void begin(const CallRecord& record) noexcept {
         const std::uint64_t call = begun_.load(std::memory_order_relaxed) + 1;
         const std::uint64_t version = version_.load(std::memory_order_relaxed);
         version_.store(version + 1, std::memory_order_relaxed);  // odd: a write is in progress
@@ -77,7 +61,7 @@ public:
     }
     void end() noexcept { ended_.store(ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
-    void begin_shared(const OpRecord& record) {
+    void begin_shared(const CallRecord& record) {
         std::scoped_lock lock(writers_mutex_);
         begin(record);
     }
@@ -89,8 +73,8 @@ public:
     struct Snapshot {
         std::uint64_t begun = 0;
         std::uint64_t ended = 0;
-        std::optional<OpRecord> current;  // the call in flight
-        std::optional<OpRecord> last;     // the last call completed
+        std::optional<CallRecord> current;  // the call in flight
+        std::optional<CallRecord> last;     // the last call completed
     };
     // A consistent view, or nullopt if every try raced with a write (the caller looks again on its next round).
     [[nodiscard]] std::optional<Snapshot> read() const noexcept {
@@ -106,7 +90,7 @@ public:
                 for (std::size_t i = 0; i < words.size(); ++i) {
                     words[i] = std::atomic_ref<std::uint64_t>(slot[i]).load(std::memory_order_relaxed);
                 }
-                OpRecord r;
+                CallRecord r;
                 std::memcpy(static_cast<void*>(&r), words.data(), sizeof r);  // trivially copyable (asserted)
                 r.comm_id = comm_id_;
                 r.timeout = timeout_;
@@ -121,8 +105,8 @@ public:
     }
 
 private:
-    static_assert(std::is_trivially_copyable_v<OpRecord> && sizeof(OpRecord) % 8 == 0);
-    using Words = std::array<std::uint64_t, sizeof(OpRecord) / 8>;
+    static_assert(std::is_trivially_copyable_v<CallRecord> && sizeof(CallRecord) % 8 == 0);
+    using Words = std::array<std::uint64_t, sizeof(CallRecord) / 8>;
 
     alignas(64) std::atomic<std::uint64_t> version_{0};
     std::atomic<std::uint64_t> begun_{0};
@@ -141,7 +125,7 @@ struct Boards {
 
 // Where a process's watchdog answers, exchanged by every new communicator over its members.
 struct Endpoint {
-    char host[64];
+    FixedText<64> host;
     std::int32_t port;
     std::int32_t pid;
     std::int32_t world_rank;
@@ -169,7 +153,7 @@ public:
 
     // The report text for a stuck record, asking every member of its communicator (used by the thread; public for
     // tests that want the text without ending the job).
-    [[nodiscard]] std::string build_report(const OpRecord& stuck, double waited_seconds, bool* is_reporter);
+    [[nodiscard]] std::string build_report(const CallRecord& stuck, double waited_seconds, bool* is_reporter);
 
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;

@@ -22,7 +22,7 @@ namespace {
 
 using kernels::BinaryOp;
 using kernels::ReduceGeometry;
-using kernels::ReduceOp;
+using kernels::Reduction;
 namespace cpu = kernels::cpu;
 #if LOCKSTEP_HAVE_CUDA
 namespace cuda = kernels::cuda;
@@ -49,15 +49,15 @@ std::string_view binary_name(BinaryOp op) {
     return "binary op";
 }
 
-std::string_view reduce_name(ReduceOp op) {
+std::string_view reduce_name(Reduction op) {
     switch (op) {
-        case ReduceOp::Sum:
+        case Reduction::Sum:
             return "sum";
-        case ReduceOp::Mean:
+        case Reduction::Mean:
             return "mean";
-        case ReduceOp::Max:
+        case Reduction::Max:
             return "max";
-        case ReduceOp::Min:
+        case Reduction::Min:
             return "min";
     }
     return "reduction";
@@ -202,19 +202,19 @@ Tensor binary_scalar(BinaryOp op, const Tensor& a, double scalar) {
 }
 
 // Integer and bool sums widen to int64; every other reduction keeps the input dtype.
-DType reduce_result_dtype(ReduceOp op, DType input) {
-    return op == ReduceOp::Sum && !is_floating(input) ? DType::Int64 : input;
+DType reduce_result_dtype(Reduction op, DType input) {
+    return op == Reduction::Sum && !is_floating(input) ? DType::Int64 : input;
 }
 
-void check_reduce(ReduceOp op, const Tensor& t) {
+void check_reduce(Reduction op, const Tensor& t) {
     const std::string_view name = reduce_name(op);
     check_operand(name, t);
-    if (op == ReduceOp::Mean) check_floating(name, t);
+    if (op == Reduction::Mean) check_floating(name, t);
 }
 
-Tensor reduce_all(ReduceOp op, const Tensor& t) {
+Tensor reduce_all(Reduction op, const Tensor& t) {
     check_reduce(op, t);
-    if ((op == ReduceOp::Max || op == ReduceOp::Min) && t.numel() == 0) {
+    if ((op == Reduction::Max || op == Reduction::Min) && t.numel() == 0) {
         throw InvalidArgumentError(fmt::format("{}: {} is empty and has no {}imum; check numel() before reducing",
                                                reduce_name(op), t.str(), reduce_name(op)));
     }
@@ -223,7 +223,7 @@ Tensor reduce_all(ReduceOp op, const Tensor& t) {
     return out;
 }
 
-Tensor reduce_dim(ReduceOp op, const Tensor& t, std::int64_t dim, bool keepdim) {
+Tensor reduce_dim(Reduction op, const Tensor& t, std::int64_t dim, bool keepdim) {
     check_reduce(op, t);
     const std::string_view name = reduce_name(op);
     const std::int64_t rank = t.dim();
@@ -253,7 +253,7 @@ Tensor reduce_dim(ReduceOp op, const Tensor& t, std::int64_t dim, bool keepdim) 
     }
     Tensor out = Tensor::empty(out_shape, reduce_result_dtype(op, t.dtype()), t.device());
     if (out.numel() == 0) return out;
-    if ((op == ReduceOp::Max || op == ReduceOp::Min) && geometry.extent == 0) {
+    if ((op == Reduction::Max || op == Reduction::Min) && geometry.extent == 0) {
         throw InvalidArgumentError(fmt::format("{}: dimension {} of shape {} is empty, so there is no {}imum along it",
                                                name, dim, shape_str(shape), name));
     }
@@ -357,28 +357,28 @@ Tensor& scale_(Tensor& t, double alpha) {
 // ---- reductions
 
 Tensor sum(const Tensor& t) {
-    return reduce_all(ReduceOp::Sum, t);
+    return reduce_all(Reduction::Sum, t);
 }
 Tensor mean(const Tensor& t) {
-    return reduce_all(ReduceOp::Mean, t);
+    return reduce_all(Reduction::Mean, t);
 }
 Tensor max(const Tensor& t) {
-    return reduce_all(ReduceOp::Max, t);
+    return reduce_all(Reduction::Max, t);
 }
 Tensor min(const Tensor& t) {
-    return reduce_all(ReduceOp::Min, t);
+    return reduce_all(Reduction::Min, t);
 }
 Tensor sum(const Tensor& t, std::int64_t dim, bool keepdim) {
-    return reduce_dim(ReduceOp::Sum, t, dim, keepdim);
+    return reduce_dim(Reduction::Sum, t, dim, keepdim);
 }
 Tensor mean(const Tensor& t, std::int64_t dim, bool keepdim) {
-    return reduce_dim(ReduceOp::Mean, t, dim, keepdim);
+    return reduce_dim(Reduction::Mean, t, dim, keepdim);
 }
 Tensor max(const Tensor& t, std::int64_t dim, bool keepdim) {
-    return reduce_dim(ReduceOp::Max, t, dim, keepdim);
+    return reduce_dim(Reduction::Max, t, dim, keepdim);
 }
 Tensor min(const Tensor& t, std::int64_t dim, bool keepdim) {
-    return reduce_dim(ReduceOp::Min, t, dim, keepdim);
+    return reduce_dim(Reduction::Min, t, dim, keepdim);
 }
 
 // ---- linear algebra

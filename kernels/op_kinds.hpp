@@ -7,7 +7,8 @@
 namespace lockstep::kernels {
 
 enum class BinaryOp : unsigned char { Add, Sub, Mul, Div };
-enum class ReduceOp : unsigned char { Sum, Mean, Max, Min };
+// A tensor reduction of the kernels (sum, mean, max, min over elements); not the collectives' lockstep::ReduceOp.
+enum class Reduction : unsigned char { Sum, Mean, Max, Min };
 
 // A reduction reads its input as [outer, extent, inner] (row-major) and writes [outer, inner], combining the `extent`
 // elements of each (outer, inner) pair. A whole-tensor reduction is [1, numel, 1].

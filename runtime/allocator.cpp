@@ -47,18 +47,17 @@ std::size_t parse_bytes(std::string_view text) {
     if (number.empty() || std::count(number.begin(), number.end(), '.') > 1) return fail("no number");
     std::string unit;
     for (char c : text.substr(pos)) {
-        if (!std::isspace(static_cast<unsigned char>(c))) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (!std::isspace(static_cast<unsigned char>(c)))
+            unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
     struct UnitScale {
         std::string_view name;
         double scale;
     };
     static constexpr UnitScale scales[] = {
-        {"", 1.0},       {"b", 1.0},
-        {"k", 0x1p10},   {"kib", 0x1p10}, {"ki", 0x1p10}, {"kb", 1e3},
-        {"m", 0x1p20},   {"mib", 0x1p20}, {"mi", 0x1p20}, {"mb", 1e6},
-        {"g", 0x1p30},   {"gib", 0x1p30}, {"gi", 0x1p30}, {"gb", 1e9},
-        {"t", 0x1p40},   {"tib", 0x1p40}, {"ti", 0x1p40}, {"tb", 1e12},
+        {"", 1.0},      {"b", 1.0},      {"k", 0x1p10},  {"kib", 0x1p10}, {"ki", 0x1p10}, {"kb", 1e3},
+        {"m", 0x1p20},  {"mib", 0x1p20}, {"mi", 0x1p20}, {"mb", 1e6},     {"g", 0x1p30},  {"gib", 0x1p30},
+        {"gi", 0x1p30}, {"gb", 1e9},     {"t", 0x1p40},  {"tib", 0x1p40}, {"ti", 0x1p40}, {"tb", 1e12},
     };
     const UnitScale* found = nullptr;
     for (const auto& s : scales) {
@@ -70,20 +69,18 @@ std::size_t parse_bytes(std::string_view text) {
     return static_cast<std::size_t>(std::llround(value));
 }
 
-OutOfMemoryError::OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats,
-                                   std::string detail)
+OutOfMemoryError::OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats, std::string detail)
     : Error([&] {
-          std::string msg = fmt::format("{} out of memory: tried to allocate {}; ", device.str(),
-                                        format_bytes(requested_bytes));
+          std::string msg =
+              fmt::format("{} out of memory: tried to allocate {}; ", device.str(), format_bytes(requested_bytes));
           if (stats.limit_bytes) msg += fmt::format("limit {}, ", format_bytes(*stats.limit_bytes));
           msg += fmt::format("{} in use, {} cached", format_bytes(stats.allocated_bytes),
                              format_bytes(stats.cached_bytes));
           if (!detail.empty()) msg += "; " + detail;
-          msg += device.is_cpu()
-                     ? ". Reduce the batch or model size, free tensors you no longer need, or raise "
-                       "cpu_memory_limit (LOCKSTEP_CPU_MEMORY_LIMIT)."
-                     : ". Reduce the batch or model size, free tensors you no longer need, or call "
-                       "empty_all_caches() if another library needs the memory.";
+          msg += device.is_cpu() ? ". Reduce the batch or model size, free tensors you no longer need, or raise "
+                                   "cpu_memory_limit (LOCKSTEP_CPU_MEMORY_LIMIT)."
+                                 : ". Reduce the batch or model size, free tensors you no longer need, or call "
+                                   "empty_all_caches() if another library needs the memory.";
           return msg;
       }()),
       device_(device),
@@ -182,7 +179,9 @@ void Allocator::release_all_cached() noexcept {
     release_cached_locked(stats_.cached_bytes);
 }
 
-void Allocator::empty_cache() { release_all_cached(); }
+void Allocator::empty_cache() {
+    release_all_cached();
+}
 
 AllocatorStats Allocator::stats() const {
     std::unique_lock lock(mutex_);
@@ -267,11 +266,15 @@ Allocator& allocator_for(Device device) {
     return host;
 }
 
-Allocator& pinned_allocator() { return detail::pinned_host_allocator(); }
+Allocator& pinned_allocator() {
+    return detail::pinned_host_allocator();
+}
 
 Storage::Storage(Allocator& allocator, std::size_t bytes)
     : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes, &block_bytes_)) {}
 
-Storage::~Storage() { allocator_->deallocate(data_, block_bytes_); }
+Storage::~Storage() {
+    allocator_->deallocate(data_, block_bytes_);
+}
 
 }  // namespace lockstep

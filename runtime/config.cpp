@@ -1,7 +1,8 @@
 // Resolution of the Config. The layers are applied from the lowest to the highest (default, config.yaml, environment
 // or launcher flag, API argument), each overwriting the value and its source, so that the last writer is the one with
-// the highest precedence. The environment and the file read a setting through the same parser, so both accept the
-// same spellings and both report a bad value in the same words.
+// the highest precedence. Every layer goes through one table of settings (below): the environment and the file read
+// a setting with the same kind of value, so both accept the same spellings and report a bad value in the same words,
+// and an API argument is held to the same rules.
 
 #include <lockstep/allocator.hpp>
 #include <lockstep/config.hpp>
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace lockstep {
@@ -48,144 +50,356 @@ std::string lowercase(std::string_view text) {
     return out;
 }
 
-// ------------------------------------------------------------------------------ one parser per kind of value
+// ------------------------------------------------------------------------------ one kind per type of value
 
-constexpr std::string_view bool_accepted = "1/0, true/false, yes/no or on/off, in any case";
-constexpr std::string_view log_level_accepted = "DEBUG, INFO, WARNING, ERROR or CRITICAL, in any case";
-constexpr std::string_view timeout_accepted =
-    "a positive number of seconds, optionally with the unit s, m (minutes) or h, e.g. 30, 90s, 1.5m, 2h";
-constexpr std::string_view memory_accepted =
-    "a positive size such as 512MiB, 2GiB, 1.5GB or a plain number of bytes, or 'none' (or empty) for no cap";
-constexpr std::string_view seed_accepted = "an unsigned 64-bit integer, 0 to 18446744073709551615";
-constexpr std::string_view count_accepted = "a positive integer";
-constexpr std::string_view mixed_precision_accepted = "no, fp16, bf16 or fp8";
+// How one type of value is read from text (the environment, config.yaml), checked and shown. `read` judges the
+// spelling; `refuse` says why a well-spelt value cannot be used, and judges API arguments too, so that code cannot set
+// what text may not.
+template <class T>
+struct Kind {
+    using Value = T;
+    std::string_view what;                                 // completes "'x' is not ..."
+    std::string_view accepted;                             // completes "accepted: ..."
+    bool (*read)(std::string_view trimmed, T& value);      // false: not a spelling of this kind
+    std::optional<std::string> (*refuse)(const T& value);  // completes "'x' ..."; nullptr: every value is usable
+    std::string (*show)(const T& value);                   // the describe() form
+};
 
 [[noreturn]] void reject(const std::string& source, std::string_view text, std::string_view what,
                          std::string_view accepted) {
     throw ConfigError(source, fmt::format("'{}' is not {}; accepted: {}", text, what, accepted));
 }
 
-bool bool_value(std::string_view text, const std::string& source) {
-    if (auto value = parse_bool(trim(text))) return *value;
-    reject(source, text, "a boolean", bool_accepted);
+template <class T>
+T parse(const Kind<T>& kind, std::string_view text, const std::string& source) {
+    T value{};
+    if (!kind.read(trim(text), value)) reject(source, text, kind.what, kind.accepted);
+    if (kind.refuse != nullptr) {
+        if (auto why = kind.refuse(value)) {
+            throw ConfigError(source, fmt::format("'{}' {}; accepted: {}", text, *why, kind.accepted));
+        }
+    }
+    return value;
 }
 
-LogLevel log_level_value(std::string_view text, const std::string& source) {
-    if (auto level = parse_log_level(trim(text))) return *level;
-    reject(source, text, "a log level", log_level_accepted);
+template <class T>
+bool read_integer(std::string_view text, T& value) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return ec == std::errc{} && end == text.data() + text.size();
 }
 
-double timeout_value(std::string_view text, const std::string& source) {
-    const std::string_view body = trim(text);
+template <class T>
+std::string show_number(const T& value) {
+    return fmt::format("{}", value);
+}
+
+bool equals_lowercase(std::string_view text, std::string_view word) {
+    return lowercase(text) == word;
+}
+
+// --- booleans
+
+bool read_bool(std::string_view text, bool& value) {
+    const auto parsed = parse_bool(text);
+    value = parsed.value_or(false);
+    return parsed.has_value();
+}
+
+std::string show_bool(const bool& value) {
+    return value ? "true" : "false";
+}
+
+constexpr Kind<bool> boolean_kind{"a boolean", "1/0, true/false, yes/no or on/off, in any case", read_bool, nullptr,
+                                  show_bool};
+
+// --- log levels
+
+bool read_log_level(std::string_view text, LogLevel& level) {
+    const auto parsed = parse_log_level(text);
+    level = parsed.value_or(LogLevel::Warning);
+    return parsed.has_value();
+}
+
+bool is_enumerator(LogLevel level) {
+    return level >= LogLevel::Debug && level <= LogLevel::Critical;
+}
+
+// Only a cast in code can make a LogLevel that is none of its enumerators.
+std::optional<std::string> refuse_log_level(const LogLevel& level) {
+    if (is_enumerator(level)) return std::nullopt;
+    return std::string("is not a LogLevel enumerator");
+}
+
+std::string show_log_level(const LogLevel& level) {
+    return is_enumerator(level) ? std::string(log_level_name(level)) : fmt::format("{}", static_cast<int>(level));
+}
+
+constexpr Kind<LogLevel> log_level_kind{"a log level", "DEBUG, INFO, WARNING, ERROR or CRITICAL, in any case",
+                                        read_log_level, refuse_log_level, show_log_level};
+
+// --- the timeout: 0 is "no watchdog", as it is for CommunicatorOptions::timeout
+
+bool read_timeout(std::string_view text, double& seconds) {
+    if (equals_lowercase(text, "off") || equals_lowercase(text, "none")) {
+        seconds = 0.0;
+        return true;
+    }
     double number = 0.0;
-    const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), number);
-    if (ec != std::errc{}) reject(source, text, "a timeout", timeout_accepted);
-    const std::string unit = lowercase(trim(body.substr(static_cast<std::size_t>(end - body.data()))));
-    double scale = 0.0;
-    if (unit.empty() || unit == "s") {
-        scale = 1.0;
-    } else if (unit == "m") {
-        scale = 60.0;
-    } else if (unit == "h") {
-        scale = 3600.0;
-    } else {
-        reject(source, text, "a timeout", timeout_accepted);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (ec != std::errc{}) return false;
+    const std::string unit = lowercase(trim(text.substr(static_cast<std::size_t>(end - text.data()))));
+    static constexpr std::pair<std::string_view, double> units[] = {{"", 1.0}, {"s", 1.0}, {"m", 60.0}, {"h", 3600.0}};
+    for (const auto& [name, scale] : units) {
+        if (unit == name) {
+            seconds = number * scale;
+            return true;
+        }
     }
-    const double seconds = number * scale;
-    // A zero or infinite timeout would make every collective, or none, a hang.
-    if (!std::isfinite(seconds) || !(seconds > 0.0)) reject(source, text, "a usable timeout", timeout_accepted);
-    return seconds;
+    return false;
 }
 
-std::optional<std::size_t> memory_limit_value(std::string_view text, const std::string& source) {
-    const std::string_view body = trim(text);
-    if (body.empty() || lowercase(body) == "none") return std::nullopt;
-    std::size_t bytes = 0;
+// An infinite timeout would claim to watch and never report; a negative one would report every call.
+std::optional<std::string> refuse_timeout(const double& seconds) {
+    if (std::isfinite(seconds) && seconds >= 0.0) return std::nullopt;
+    return std::string("is not a usable timeout");
+}
+
+std::string show_timeout(const double& seconds) {
+    return seconds == 0.0 ? std::string("off") : fmt::format("{} s", seconds);
+}
+
+constexpr Kind<double> timeout_kind{
+    "a timeout",
+    "a positive number of seconds, optionally with the unit s, m (minutes) or h, e.g. 30, 90s, 1.5m, 2h; "
+    "or 0 (also off or none) for no hang watchdog",
+    read_timeout, refuse_timeout, show_timeout};
+
+// --- sizes in bytes
+
+bool read_bytes(std::string_view text, std::size_t& bytes) {
     try {
-        bytes = parse_bytes(body);
-    } catch (const InvalidArgumentError& error) {
-        throw ConfigError(source, fmt::format("{}, or 'none' (or empty) for no cap", error.what()));
+        bytes = parse_bytes(text);
+        return true;
+    } catch (const InvalidArgumentError&) {
+        return false;
     }
-    // A zero cap does not mean "no cap": it makes every allocation fail, which is never what was meant.
-    if (bytes == 0) {
-        throw ConfigError(source, fmt::format("'{}' is a cap of 0 bytes, under which every allocation fails; "
-                                              "accepted: {}",
-                                              text, memory_accepted));
+}
+
+std::string show_bytes(const std::size_t& bytes) {
+    return format_bytes(bytes);
+}
+
+bool read_memory_limit(std::string_view text, std::optional<std::size_t>& cap) {
+    if (text.empty() || equals_lowercase(text, "none")) {
+        cap.reset();
+        return true;
     }
-    return bytes;
+    std::size_t bytes = 0;
+    if (!read_bytes(text, bytes)) return false;
+    cap = bytes;
+    return true;
 }
 
-std::uint64_t seed_value(std::string_view text, const std::string& source) {
-    const std::string_view body = trim(text);
-    std::uint64_t seed = 0;
-    const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), seed);
-    if (ec != std::errc{} || end != body.data() + body.size()) reject(source, text, "a seed", seed_accepted);
-    return seed;
+// A zero cap does not mean "no cap": it makes every allocation fail, which is never what was meant.
+std::optional<std::string> refuse_memory_limit(const std::optional<std::size_t>& cap) {
+    if (cap != std::size_t{0}) return std::nullopt;
+    return std::string("is a cap of 0 bytes, under which every allocation fails");
 }
 
-int count_value(std::string_view text, const std::string& source, std::string_view what) {
-    const std::string_view body = trim(text);
-    int count = 0;
-    const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), count);
-    if (ec != std::errc{} || end != body.data() + body.size() || count <= 0) {
-        reject(source, text, what, count_accepted);
+std::string show_memory_limit(const std::optional<std::size_t>& cap) {
+    return cap ? format_bytes(*cap) : std::string("none");
+}
+
+constexpr Kind<std::optional<std::size_t>> memory_limit_kind{
+    "a memory size",
+    "a positive size such as 512MiB, 2GiB, 1.5GB or a plain number of bytes, or 'none' (or empty) for no cap",
+    read_memory_limit, refuse_memory_limit, show_memory_limit};
+
+// Chunks smaller than a page only multiply the copies and the messages.
+constexpr std::size_t smallest_staging_chunk = 4096;
+
+std::optional<std::string> refuse_staging_chunk(const std::size_t& bytes) {
+    if (bytes >= smallest_staging_chunk) return std::nullopt;
+    return fmt::format("is smaller than the smallest chunk, {} bytes", smallest_staging_chunk);
+}
+
+constexpr Kind<std::size_t> staging_chunk_kind{"a chunk size",
+                                               "a size of at least 4KiB such as 64KiB, 4MiB or a plain number of bytes",
+                                               read_bytes, refuse_staging_chunk, show_bytes};
+
+// --- numbers
+
+constexpr Kind<std::uint64_t> seed_kind{"a seed", "an unsigned 64-bit integer, 0 to 18446744073709551615",
+                                        read_integer<std::uint64_t>, nullptr, show_number<std::uint64_t>};
+
+std::optional<std::string> refuse_non_positive(const int& count) {
+    if (count > 0) return std::nullopt;
+    return std::string("is not positive");
+}
+
+constexpr Kind<int> process_count_kind{"a number of processes", "a positive integer", read_integer<int>,
+                                       refuse_non_positive, show_number<int>};
+constexpr Kind<int> machine_count_kind{"a number of machines", "a positive integer", read_integer<int>,
+                                       refuse_non_positive, show_number<int>};
+
+// --- names
+
+bool read_mixed_precision(std::string_view text, std::string& mode) {
+    mode = lowercase(text);
+    return mode == "no" || mode == "fp16" || mode == "bf16" || mode == "fp8";
+}
+
+bool read_name(std::string_view text, std::string& name) {
+    name = std::string(text);
+    return !name.empty();
+}
+
+std::string show_text(const std::string& text) {
+    return text;
+}
+
+constexpr Kind<std::string> mixed_precision_kind{"a mixed-precision mode", "no, fp16, bf16 or fp8",
+                                                 read_mixed_precision, nullptr, show_text};
+constexpr Kind<std::string> compute_environment_kind{"a compute environment", "a non-empty name", read_name, nullptr,
+                                                     show_text};
+constexpr Kind<std::string> distributed_type_kind{"a distributed type", "a non-empty name", read_name, nullptr,
+                                                  show_text};
+
+// --- whether MPI is CUDA-aware: unset asks MPI at run time, a value overrides what MPI says of itself
+
+bool read_cuda_aware(std::string_view text, std::optional<bool>& aware) {
+    if (equals_lowercase(text, "auto")) {
+        aware.reset();
+        return true;
     }
-    return count;
+    aware = parse_bool(text);
+    return aware.has_value();
 }
 
-std::string mixed_precision_value(std::string_view text, const std::string& source) {
-    std::string mode = lowercase(trim(text));
-    if (mode == "no" || mode == "fp16" || mode == "bf16" || mode == "fp8") return mode;
-    reject(source, text, "a mixed-precision mode", mixed_precision_accepted);
+std::string show_cuda_aware(const std::optional<bool>& aware) {
+    return aware ? show_bool(*aware) : std::string("auto");
 }
 
-std::string name_value(std::string_view text, const std::string& source, std::string_view what) {
-    const std::string_view body = trim(text);
-    if (body.empty()) reject(source, text, what, "a non-empty name");
-    return std::string(body);
+constexpr Kind<std::optional<bool>> cuda_aware_kind{
+    "a boolean or 'auto'", "1/0, true/false, yes/no or on/off, in any case, or auto to ask MPI", read_cuda_aware,
+    nullptr, show_cuda_aware};
+
+// --- the address the watchdog publishes
+
+// The watchdog's endpoint record holds 63 characters of host, and its listener is IPv4.
+constexpr std::size_t longest_watchdog_host = 63;
+
+bool read_watchdog_host(std::string_view text, std::optional<std::string>& host) {
+    host = text.empty() ? std::nullopt : std::optional<std::string>(text);
+    return true;
 }
+
+std::optional<std::string> refuse_watchdog_host(const std::optional<std::string>& host) {
+    if (!host) return std::nullopt;
+    if (host->empty()) return std::string("is empty; leave the setting unset for the default");
+    if (host->size() > longest_watchdog_host) return fmt::format("is longer than {} characters", longest_watchdog_host);
+    const auto allowed = [](unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.'; };
+    if (!std::all_of(host->begin(), host->end(), allowed) || host->front() == '-' || host->front() == '.') {
+        return std::string("is not a host name or IPv4 address");
+    }
+    return std::nullopt;
+}
+
+std::string show_watchdog_host(const std::optional<std::string>& host) {
+    return host.value_or("auto");
+}
+
+constexpr Kind<std::optional<std::string>> watchdog_host_kind{
+    "a host name or IPv4 address",
+    "a host name or IPv4 address of at most 63 letters, digits, '-', '_' and '.', or empty for the default "
+    "(127.0.0.1 on one node, else the host name)",
+    read_watchdog_host, refuse_watchdog_host, show_watchdog_host};
 
 // ------------------------------------------------------------------------------ the settings
 
-using ApplyFn = void (*)(Config&, std::string_view text, const std::string& source);
-
+// One row per setting. A row names the Config field (plain, or optional where unset means something), the kind of its
+// value and, where code may set it, the ConfigOverrides field; from that it reads the setting from text, applies an
+// API argument and shows it. An optional field whose kind holds plain values is left out of describe() while unset.
 struct Setting {
-    std::string_view key;  // the config.yaml key, the sources key and the describe() name
-    const char* variable;  // the LOCKSTEP_* variable; nullptr for the launcher keys that only a file sets
-    ApplyFn apply;
+    SettingInfo info;
+    void (*apply_text)(Config& config, std::string_view text, const std::string& source);
+    bool (*apply_override)(const ConfigOverrides& overrides, Config& config, std::string_view key);  // false: unset
+    std::optional<std::string> (*show)(const Config& config);  // nullopt: left out of describe()
 };
 
-constexpr std::array settings = {
-    Setting{"debug", env_names::debug,
-            [](Config& c, std::string_view t, const std::string& s) { c.debug = bool_value(t, s); }},
-    Setting{"log_level", env_names::log_level,
-            [](Config& c, std::string_view t, const std::string& s) { c.log_level = log_level_value(t, s); }},
-    Setting{"timeout", env_names::timeout,
-            [](Config& c, std::string_view t, const std::string& s) { c.timeout = timeout_value(t, s); }},
-    Setting{"cpu_memory_limit", env_names::cpu_memory_limit,
-            [](Config& c, std::string_view t, const std::string& s) { c.cpu_memory_limit = memory_limit_value(t, s); }},
-    Setting{"seed", env_names::seed,
-            [](Config& c, std::string_view t, const std::string& s) { c.seed = seed_value(t, s); }},
-    Setting{"num_processes", nullptr,
-            [](Config& c, std::string_view t, const std::string& s) {
-                c.num_processes = count_value(t, s, "a number of processes");
-            }},
-    Setting{"num_machines", nullptr,
-            [](Config& c, std::string_view t, const std::string& s) {
-                c.num_machines = count_value(t, s, "a number of machines");
-            }},
-    Setting{
-        "mixed_precision", nullptr,
-        [](Config& c, std::string_view t, const std::string& s) { c.mixed_precision = mixed_precision_value(t, s); }},
-    Setting{"compute_environment", nullptr,
-            [](Config& c, std::string_view t, const std::string& s) {
-                c.compute_environment = name_value(t, s, "a compute environment");
-            }},
-    Setting{"distributed_type", nullptr,
-            [](Config& c, std::string_view t, const std::string& s) {
-                c.distributed_type = name_value(t, s, "a distributed type");
-            }},
+template <class Member>
+struct member_type;
+template <class Class, class T>
+struct member_type<T Class::*> {
+    using type = T;
 };
+
+template <auto field, const auto& kind, auto override_field = nullptr>
+constexpr Setting setting(std::string_view key, const char* variable) {
+    using Field = typename member_type<decltype(field)>::type;
+    using Value = typename std::remove_cvref_t<decltype(kind)>::Value;
+    constexpr bool shown_when_unset = std::is_same_v<Field, Value>;
+    static_assert(shown_when_unset || std::is_same_v<Field, std::optional<Value>>,
+                  "a Config field holds its kind's value, or optionally so");
+    Setting row{};
+    row.info = SettingInfo{key, variable, kind.accepted};
+    row.apply_text = [](Config& config, std::string_view text, const std::string& source) {
+        config.*field = parse(kind, text, source);
+    };
+    if constexpr (std::is_null_pointer_v<decltype(override_field)>) {
+        row.apply_override = [](const ConfigOverrides&, Config&, std::string_view) { return false; };
+    } else {
+        row.apply_override = [](const ConfigOverrides& overrides, Config& config, std::string_view name) {
+            const auto& given = overrides.*override_field;
+            if (!given) return false;
+            const Value value(*given);
+            if (kind.refuse != nullptr) {
+                if (auto why = kind.refuse(value)) {
+                    throw ConfigError(api_source, fmt::format("{} '{}' {}; accepted: {}", name, kind.show(value), *why,
+                                                              kind.accepted));
+                }
+            }
+            config.*field = value;
+            return true;
+        };
+    }
+    row.show = [](const Config& config) -> std::optional<std::string> {
+        if constexpr (shown_when_unset) {
+            return kind.show(config.*field);
+        } else {
+            const auto& value = config.*field;
+            if (!value) return std::nullopt;
+            return kind.show(*value);
+        }
+    };
+    return row;
+}
+
+// In describe() order. The launcher keys come from Accelerate-style config files only.
+constexpr std::array settings = {
+    setting<&Config::debug, boolean_kind, &ConfigOverrides::debug>("debug", env_names::debug),
+    setting<&Config::log_level, log_level_kind, &ConfigOverrides::log_level>("log_level", env_names::log_level),
+    setting<&Config::timeout, timeout_kind, &ConfigOverrides::timeout>("timeout", env_names::timeout),
+    setting<&Config::cpu_memory_limit, memory_limit_kind, &ConfigOverrides::cpu_memory_limit>(
+        "cpu_memory_limit", env_names::cpu_memory_limit),
+    setting<&Config::seed, seed_kind, &ConfigOverrides::seed>("seed", env_names::seed),
+    setting<&Config::cuda_aware, cuda_aware_kind, &ConfigOverrides::cuda_aware>("cuda_aware", env_names::cuda_aware),
+    setting<&Config::staging_chunk_bytes, staging_chunk_kind, &ConfigOverrides::staging_chunk_bytes>(
+        "staging_chunk_bytes", env_names::staging_chunk_bytes),
+    setting<&Config::watchdog_host, watchdog_host_kind, &ConfigOverrides::watchdog_host>("watchdog_host",
+                                                                                         env_names::watchdog_host),
+    setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),
+    setting<&Config::num_machines, machine_count_kind>("num_machines", nullptr),
+    setting<&Config::mixed_precision, mixed_precision_kind>("mixed_precision", nullptr),
+    setting<&Config::compute_environment, compute_environment_kind>("compute_environment", nullptr),
+    setting<&Config::distributed_type, distributed_type_kind>("distributed_type", nullptr),
+};
+
+constexpr auto setting_infos = [] {
+    std::array<SettingInfo, settings.size()> infos{};
+    for (std::size_t i = 0; i < settings.size(); ++i) infos[i] = settings[i].info;
+    return infos;
+}();
 
 // Keys that Accelerate writes (cluster and SageMaker configs, including the legacy fp16 and dynamo_backend) and that
 // lockstep has no use for. They are accepted without a warning so that an Accelerate config file can be shared.
@@ -202,7 +416,7 @@ constexpr std::string_view accelerate_unused_keys[] = {
 // clang-format on
 
 const Setting* find_setting(std::string_view key) {
-    const auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& s) { return s.key == key; });
+    const auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& s) { return s.info.key == key; });
     return it == settings.end() ? nullptr : &*it;
 }
 
@@ -238,7 +452,7 @@ std::optional<std::string_view> likely_key(std::string_view unknown) {
         }
     };
     consider(schema_key);
-    for (const auto& s : settings) consider(s.key);
+    for (const auto& s : settings) consider(s.info.key);
     for (auto key : accelerate_unused_keys) consider(key);
     return best;
 }
@@ -351,7 +565,7 @@ void apply_file(const std::string& path, Config& into) {
         if (!value.IsScalar() && !value.IsNull()) {
             throw ConfigError(source, fmt::format("'{}' takes a single value, not a {}", name, kind_name(value)));
         }
-        setting->apply(into, value.IsNull() ? std::string_view{} : std::string_view(value.Scalar()), source);
+        setting->apply_text(into, value.IsNull() ? std::string_view{} : std::string_view(value.Scalar()), source);
         into.sources[name] = source;
     }
 }
@@ -411,46 +625,6 @@ ConfigFileChoice choose_config_file(const ConfigOverrides& overrides, const Envi
         return {(std::filesystem::path(*home) / ".config" / "lockstep" / "config.yaml").string(), "default", false};
     }
     return {std::nullopt, "default; neither XDG_CONFIG_HOME nor HOME is set", false};
-}
-
-void apply_overrides(const ConfigOverrides& overrides, Config& config) {
-    auto& sources = config.sources;
-    if (overrides.debug) {
-        config.debug = *overrides.debug;
-        sources["debug"] = api_source;
-    }
-    if (overrides.log_level) {
-        const auto level = static_cast<int>(*overrides.log_level);
-        if (level < static_cast<int>(LogLevel::Debug) || level > static_cast<int>(LogLevel::Critical)) {
-            throw ConfigError(api_source, fmt::format("log_level '{}' is not a LogLevel enumerator; accepted: {}",
-                                                      level, log_level_accepted));
-        }
-        config.log_level = *overrides.log_level;
-        sources["log_level"] = api_source;
-    }
-    if (overrides.timeout) {
-        const double seconds = *overrides.timeout;
-        if (!std::isfinite(seconds) || !(seconds > 0.0)) {
-            throw ConfigError(api_source, fmt::format("timeout '{}' is not a usable timeout; accepted: a positive, "
-                                                      "finite number of seconds",
-                                                      seconds));
-        }
-        config.timeout = seconds;
-        sources["timeout"] = api_source;
-    }
-    if (overrides.cpu_memory_limit) {
-        if (*overrides.cpu_memory_limit == 0) {
-            throw ConfigError(api_source,
-                              "cpu_memory_limit '0' is a cap of 0 bytes, under which every allocation "
-                              "fails; accepted: a positive number of bytes, or no value for no cap");
-        }
-        config.cpu_memory_limit = overrides.cpu_memory_limit;
-        sources["cpu_memory_limit"] = api_source;
-    }
-    if (overrides.seed) {
-        config.seed = *overrides.seed;
-        sources["seed"] = api_source;
-    }
 }
 
 // ------------------------------------------------------------------------------ the process-wide Config
@@ -513,6 +687,10 @@ std::optional<bool> parse_bool(std::string_view text) noexcept {
     return std::nullopt;
 }
 
+std::span<const SettingInfo> config_settings() noexcept {
+    return setting_infos;
+}
+
 EnvironmentLookup process_environment() {
     return [](const std::string& name) -> std::optional<std::string> {
         if (const char* value = std::getenv(name.c_str())) return std::string(value);
@@ -535,7 +713,7 @@ void Config::load_file(const std::string& path, Config& into) {
 Config Config::resolve(const ConfigOverrides& overrides, const EnvironmentLookup& env) {
     Config config;
     for (const auto& setting : settings) {
-        if (setting.variable != nullptr) config.sources[std::string(setting.key)] = "default";
+        if (setting.info.variable != nullptr) config.sources[std::string(setting.info.key)] = "default";
     }
 
     const auto launcher = launcher_variables(env);
@@ -554,15 +732,19 @@ Config Config::resolve(const ConfigOverrides& overrides, const EnvironmentLookup
     }
 
     for (const auto& setting : settings) {
-        if (setting.variable == nullptr) continue;
-        const auto text = env(setting.variable);
+        if (setting.info.variable == nullptr) continue;
+        const auto text = env(setting.info.variable);
         if (!text) continue;
-        const std::string source = variable_source(setting.variable, launcher);
-        setting.apply(config, *text, source);
-        config.sources[std::string(setting.key)] = source;
+        const std::string source = variable_source(setting.info.variable, launcher);
+        setting.apply_text(config, *text, source);
+        config.sources[std::string(setting.info.key)] = source;
     }
 
-    apply_overrides(overrides, config);
+    for (const auto& setting : settings) {
+        if (setting.apply_override(overrides, config, setting.info.key)) {
+            config.sources[std::string(setting.info.key)] = api_source;
+        }
+    }
     return config;
 }
 
@@ -571,16 +753,9 @@ std::string Config::describe() const {
     auto add = [&](std::string_view key, std::string value) {
         rows.emplace_back(fmt::format("{}: {}", key, value), std::string(key));
     };
-    add("debug", debug ? "true" : "false");
-    add("log_level", std::string(log_level_name(log_level)));
-    add("timeout", fmt::format("{} s", timeout));
-    add("cpu_memory_limit", cpu_memory_limit ? format_bytes(*cpu_memory_limit) : "none");
-    add("seed", fmt::format("{}", seed));
-    if (num_processes) add("num_processes", fmt::format("{}", *num_processes));
-    if (num_machines) add("num_machines", fmt::format("{}", *num_machines));
-    if (mixed_precision) add("mixed_precision", *mixed_precision);
-    if (compute_environment) add("compute_environment", *compute_environment);
-    if (distributed_type) add("distributed_type", *distributed_type);
+    for (const auto& setting : settings) {
+        if (auto value = setting.show(*this)) add(setting.info.key, std::move(*value));
+    }
     add("config_file", config_file.value_or("none"));
 
     std::size_t width = 0;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #if LOCKSTEP_HAVE_CUDA
-#include "cuda_check.hpp"
 #include <cuda_runtime_api.h>
+#include <lockstep/internal/cuda_check.hpp>
 #endif
 
 namespace lockstep {
@@ -133,9 +133,10 @@ Allocator& cuda_allocator(int index) {
     if (!slot) slot = std::make_unique<CudaAllocator>(index);
     return *slot;
 #else
-    throw DeviceError(fmt::format("device cuda:{} is not available: this build of lockstep has CUDA disabled; "
-                                  "rebuild with `meson setup -Dcuda=enabled` on a machine with the CUDA toolkit",
-                                  index));
+    throw DeviceError(
+        fmt::format("device cuda:{} is not available: this build of lockstep has CUDA disabled; "
+                    "rebuild with `meson setup -Dcuda=enabled` on a machine with the CUDA toolkit",
+                    index));
 #endif
 }
 

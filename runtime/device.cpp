@@ -24,10 +24,16 @@ Device Device::parse(std::string_view text) {
     throw DeviceError(fmt::format("invalid device '{}': expected \"cpu\", \"cuda\" or \"cuda:N\" with N >= 0", text));
 }
 
-std::string Device::str() const { return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index_); }
+std::string Device::str() const {
+    return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index_);
+}
 
-std::ostream& operator<<(std::ostream& os, Device device) { return os << device.str(); }
+std::ostream& operator<<(std::ostream& os, Device device) {
+    return os << device.str();
+}
 
-bool cuda_built() noexcept { return LOCKSTEP_HAVE_CUDA != 0; }
+bool cuda_built() noexcept {
+    return LOCKSTEP_HAVE_CUDA != 0;
+}
 
 }  // namespace lockstep

@@ -15,28 +15,50 @@ std::string position(const std::source_location& where) {
 // Names of the standard error classes: available even when MPI is not running, where MPI_Error_string is not allowed.
 std::string_view mpi_class_name(int error_class) {
     switch (error_class) {
-        case MPI_ERR_BUFFER: return "MPI_ERR_BUFFER";
-        case MPI_ERR_COUNT: return "MPI_ERR_COUNT";
-        case MPI_ERR_TYPE: return "MPI_ERR_TYPE";
-        case MPI_ERR_TAG: return "MPI_ERR_TAG";
-        case MPI_ERR_COMM: return "MPI_ERR_COMM";
-        case MPI_ERR_RANK: return "MPI_ERR_RANK";
-        case MPI_ERR_REQUEST: return "MPI_ERR_REQUEST";
-        case MPI_ERR_ROOT: return "MPI_ERR_ROOT";
-        case MPI_ERR_GROUP: return "MPI_ERR_GROUP";
-        case MPI_ERR_OP: return "MPI_ERR_OP";
-        case MPI_ERR_TOPOLOGY: return "MPI_ERR_TOPOLOGY";
-        case MPI_ERR_DIMS: return "MPI_ERR_DIMS";
-        case MPI_ERR_ARG: return "MPI_ERR_ARG";
-        case MPI_ERR_UNKNOWN: return "MPI_ERR_UNKNOWN";
-        case MPI_ERR_TRUNCATE: return "MPI_ERR_TRUNCATE";
-        case MPI_ERR_OTHER: return "MPI_ERR_OTHER";
-        case MPI_ERR_INTERN: return "MPI_ERR_INTERN";
-        case MPI_ERR_IN_STATUS: return "MPI_ERR_IN_STATUS";
-        case MPI_ERR_PENDING: return "MPI_ERR_PENDING";
-        case MPI_ERR_NO_MEM: return "MPI_ERR_NO_MEM";
-        case MPI_ERR_UNSUPPORTED_OPERATION: return "MPI_ERR_UNSUPPORTED_OPERATION";
-        default: return "MPI error";
+        case MPI_ERR_BUFFER:
+            return "MPI_ERR_BUFFER";
+        case MPI_ERR_COUNT:
+            return "MPI_ERR_COUNT";
+        case MPI_ERR_TYPE:
+            return "MPI_ERR_TYPE";
+        case MPI_ERR_TAG:
+            return "MPI_ERR_TAG";
+        case MPI_ERR_COMM:
+            return "MPI_ERR_COMM";
+        case MPI_ERR_RANK:
+            return "MPI_ERR_RANK";
+        case MPI_ERR_REQUEST:
+            return "MPI_ERR_REQUEST";
+        case MPI_ERR_ROOT:
+            return "MPI_ERR_ROOT";
+        case MPI_ERR_GROUP:
+            return "MPI_ERR_GROUP";
+        case MPI_ERR_OP:
+            return "MPI_ERR_OP";
+        case MPI_ERR_TOPOLOGY:
+            return "MPI_ERR_TOPOLOGY";
+        case MPI_ERR_DIMS:
+            return "MPI_ERR_DIMS";
+        case MPI_ERR_ARG:
+            return "MPI_ERR_ARG";
+        case MPI_ERR_UNKNOWN:
+            return "MPI_ERR_UNKNOWN";
+        case MPI_ERR_TRUNCATE:
+            return "MPI_ERR_TRUNCATE";
+        case MPI_ERR_OTHER:
+            return "MPI_ERR_OTHER";
+        case MPI_ERR_INTERN:
+            return "MPI_ERR_INTERN";
+        case MPI_ERR_IN_STATUS:
+            return "MPI_ERR_IN_STATUS";
+        case MPI_ERR_PENDING:
+            return "MPI_ERR_PENDING";
+        case MPI_ERR_NO_MEM:
+            return "MPI_ERR_NO_MEM";
+        case MPI_ERR_UNSUPPORTED_OPERATION:
+            return "MPI_ERR_UNSUPPORTED_OPERATION";
+        default:
+            return "MPI error";
     }
 }
 
@@ -58,8 +80,8 @@ std::string mpi_code_text(int code) {
     char text[MPI_MAX_ERROR_STRING] = {};
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
-    return fmt::format("{}: {} (code {})", mpi_class_name(error_class), std::string_view(text, static_cast<std::size_t>(len)),
-                       code);
+    return fmt::format("{}: {} (code {})", mpi_class_name(error_class),
+                       std::string_view(text, static_cast<std::size_t>(len)), code);
 }
 }  // namespace
 
@@ -76,7 +98,9 @@ CudaError::CudaError(std::string call, int code, std::string code_text, std::sou
       call_(std::move(call)),
       code_(code) {}
 
-std::string mpi_error_string(int code) { return mpi_code_text(code); }
+std::string mpi_error_string(int code) {
+    return mpi_code_text(code);
+}
 
 namespace detail {
 static_assert(MPI_SUCCESS == 0, "check_mpi (errors.hpp) compares return codes with 0");

@@ -16,7 +16,9 @@ std::uint64_t splitmix64(std::uint64_t& x) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
-constexpr std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+constexpr std::uint64_t rotl(std::uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 }  // namespace
 
 void Generator::manual_seed(std::uint64_t seed) {
@@ -39,7 +41,9 @@ std::uint64_t Generator::next_u64() {
     return result;
 }
 
-double Generator::next_uniform() { return static_cast<double>(next_u64() >> 11) * 0x1p-53; }
+double Generator::next_uniform() {
+    return static_cast<double>(next_u64() >> 11) * 0x1p-53;
+}
 
 double Generator::next_normal() {
     // Box-Muller: two uniforms give two independent normals; the second is kept for the next call.

@@ -50,9 +50,9 @@ std::optional<int> read_int(const EnvironmentLookup& env, const char* name, int 
     const char* end = begin + value->size();
     auto [stop, ec] = std::from_chars(begin, end, parsed);
     if (ec != std::errc() || stop != end || parsed < minimum) {
-        throw ConfigError(fmt::format("environment {}", name),
-                          fmt::format("'{}' is not an integer >= {}; the launcher's variables look corrupted", *value,
-                                      minimum));
+        throw ConfigError(
+            fmt::format("environment {}", name),
+            fmt::format("'{}' is not an integer >= {}; the launcher's variables look corrupted", *value, minimum));
     }
     return parsed;
 }
@@ -128,8 +128,9 @@ bool Runtime::initialized() noexcept {
 Runtime& Runtime::get() {
     std::scoped_lock lock(runtime_mutex);
     if (!runtime_slot()) {
-        throw Error("lockstep::Runtime::get(): the runtime is not initialised; call lockstep::Runtime::init() "
-                    "(or create a lockstep::ScopedRuntime) first");
+        throw Error(
+            "lockstep::Runtime::get(): the runtime is not initialised; call lockstep::Runtime::init() "
+            "(or create a lockstep::ScopedRuntime) first");
     }
     return *runtime_slot();
 }
@@ -142,8 +143,9 @@ void Runtime::setup(const RuntimeOptions& options) {
     LOCKSTEP_MPI_CHECK(MPI_Initialized(&initialized));
     LOCKSTEP_MPI_CHECK(MPI_Finalized(&finalized));
     if (finalized) {
-        throw Error("lockstep::Runtime::init(): MPI has already been finalised in this process and cannot be "
-                    "initialised again; initialise the runtime before MPI_Finalize");
+        throw Error(
+            "lockstep::Runtime::init(): MPI has already been finalised in this process and cannot be "
+            "initialised again; initialise the runtime before MPI_Finalize");
     }
     if (!initialized) {
         LOCKSTEP_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_));

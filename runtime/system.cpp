@@ -46,10 +46,11 @@ std::string kernel_release() {
 std::optional<std::string> kernel_warning(std::string_view release) {
     const auto v = parse_kernel_version(release);
     if (!v || *v >= minimum_recommended_kernel) return std::nullopt;
-    return fmt::format("Linux kernel {} is older than {}.{}: processes of a distributed job may hang on it. Upgrade "
-                       "the kernel to {}.{} or later where you can.",
-                       release, minimum_recommended_kernel.major, minimum_recommended_kernel.minor,
-                       minimum_recommended_kernel.major, minimum_recommended_kernel.minor);
+    return fmt::format(
+        "Linux kernel {} is older than {}.{}: processes of a distributed job may hang on it. Upgrade "
+        "the kernel to {}.{} or later where you can.",
+        release, minimum_recommended_kernel.major, minimum_recommended_kernel.minor, minimum_recommended_kernel.major,
+        minimum_recommended_kernel.minor);
 }
 
 HostFacts host_facts() {
@@ -64,7 +65,8 @@ HostFacts host_facts() {
     }
     if (facts.cpu_model.empty()) facts.cpu_model = "unknown CPU";
     facts.cpu_cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-    facts.ram_bytes = static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    facts.ram_bytes =
+        static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     struct statvfs shm {};
     if (::statvfs("/dev/shm", &shm) == 0) facts.shm_bytes = static_cast<std::size_t>(shm.f_blocks) * shm.f_frsize;
     return facts;
@@ -86,7 +88,9 @@ std::optional<CudaDeviceFacts> cuda_device_facts(int index) {
 }
 
 namespace {
-[[maybe_unused]] std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+[[maybe_unused]] std::string cuda_version_text(int v) {
+    return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
 }  // namespace
 
 std::optional<std::string> cuda_runtime_version() {

@@ -10,7 +10,9 @@
 
 namespace lockstep {
 
-std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_str(const Shape& shape) {
+    return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 std::int64_t shape_numel(const Shape& shape) {
     std::int64_t n = 1;
@@ -66,8 +68,12 @@ Tensor make_on_host_then_move(const Shape& shape, DType dtype, Device device, Fi
 }
 }  // namespace
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+    return full(shape, 0.0, dtype, device);
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+    return full(shape, 1.0, dtype, device);
+}
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
     const std::int64_t n = shape_numel(shape);
@@ -93,8 +99,8 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype, Device
 Tensor Tensor::from_bytes(const void* values, std::size_t count, DType dtype, const Shape& shape, Device device) {
     const std::int64_t n = shape_numel(shape);
     if (static_cast<std::int64_t>(count) != n) {
-        throw ShapeError(fmt::format("from_data: {} values given for shape {} which holds {} elements", count,
-                                     shape_str(shape), n));
+        throw ShapeError(
+            fmt::format("from_data: {} values given for shape {} which holds {} elements", count, shape_str(shape), n));
     }
     return make_on_host_then_move(shape, dtype, device,
                                   [&](void* p) { std::memcpy(p, values, count * dtype_size(dtype)); });
@@ -145,7 +151,9 @@ std::string Tensor::str() const {
     return fmt::format("{}{} {}", dtype_name(dtype_), shape_str(shape_), device_.str());
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+    return os << t.str();
+}
 
 void Tensor::throw_undefined(std::string_view what) {
     throw InvalidArgumentError(fmt::format("{} called on an undefined tensor", what));
@@ -165,15 +173,15 @@ std::int64_t Tensor::offset_of(std::initializer_list<std::int64_t> index) const 
         throw DeviceError(fmt::format("at(): {} is not on the cpu; copy it with .to(Device::cpu()) first", str()));
     }
     if (static_cast<std::int64_t>(index.size()) != dim()) {
-        throw ShapeError(fmt::format("at(): {} indices given for {} of shape {}", index.size(), str(),
-                                     shape_str(shape_)));
+        throw ShapeError(
+            fmt::format("at(): {} indices given for {} of shape {}", index.size(), str(), shape_str(shape_)));
     }
     std::int64_t offset = 0;
     std::size_t d = 0;
     for (auto i : index) {
         if (i < 0 || i >= shape_[d]) {
-            throw InvalidArgumentError(fmt::format("at(): index {} is out of range for dimension {} of shape {}", i, d,
-                                                   shape_str(shape_)));
+            throw InvalidArgumentError(
+                fmt::format("at(): index {} is out of range for dimension {} of shape {}", i, d, shape_str(shape_)));
         }
         offset = offset * shape_[d] + i;
         ++d;
@@ -184,8 +192,8 @@ std::int64_t Tensor::offset_of(std::initializer_list<std::int64_t> index) const 
 double Tensor::item_double() const {
     check_defined("item()");
     if (numel_ != 1) {
-        throw ShapeError(fmt::format("item(): {} has {} elements; only a one-element tensor converts to a scalar",
-                                     str(), numel_));
+        throw ShapeError(
+            fmt::format("item(): {} has {} elements; only a one-element tensor converts to a scalar", str(), numel_));
     }
     alignas(8) unsigned char buffer[8] = {};
     copy_to_host(buffer);
@@ -230,13 +238,13 @@ Tensor Tensor::reshape(const Shape& shape) const {
     for (std::size_t i = 0; i < resolved.size(); ++i) {
         if (resolved[i] == -1) {
             if (inferred >= 0) {
-                throw ShapeError(fmt::format("reshape {} to {}: only one dimension may be -1", shape_str(shape_),
-                                             shape_str(shape)));
+                throw ShapeError(
+                    fmt::format("reshape {} to {}: only one dimension may be -1", shape_str(shape_), shape_str(shape)));
             }
             inferred = static_cast<int>(i);
         } else if (resolved[i] < 0) {
-            throw ShapeError(fmt::format("reshape {} to {}: invalid dimension {}", shape_str(shape_),
-                                         shape_str(shape), resolved[i]));
+            throw ShapeError(fmt::format("reshape {} to {}: invalid dimension {}", shape_str(shape_), shape_str(shape),
+                                         resolved[i]));
         } else {
             known *= resolved[i];
         }

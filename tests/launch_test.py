@@ -217,7 +217,8 @@ def case_malformed(lockstep, child, tmp, _):
 
 
 def case_env(lockstep, child, tmp, _):
-    env = dict(os.environ, LOCKSTEP_SEED="11", SLURM_JOB_ID="77", PMIX_TEST="p", OMPI_TEST="o")
+    env = dict(os.environ, LOCKSTEP_SEED="11", SLURM_JOB_ID="77", PMIX_TEST="p", OMPI_TEST="o",
+               LOCKSTEP_STAGING_CHUNK_BYTES="64KiB")
     p = run([lockstep, "env", "--json"], env)
     r = json.loads(p.stdout)
     check(p.returncode == 0 and r["schema"] == "lockstep.env/1", "env --json parses, with its schema")
@@ -229,6 +230,10 @@ def case_env(lockstep, child, tmp, _):
     check(r["host"]["cpu_cores"] > 0 and r["host"]["ram_bytes"] > 0 and r["host"]["shm_bytes"] > 0, "CPU, RAM, shm")
     check(r["config"]["settings"]["seed"] == {"value": 11, "source": "environment LOCKSTEP_SEED"},
           "resolved config with sources")
+    check(r["config"]["settings"]["staging_chunk_bytes"] ==
+          {"value": 65536, "source": "environment LOCKSTEP_STAGING_CHUNK_BYTES"}, "every setting in the JSON")
+    check(r["config"]["settings"]["watchdog_host"]["value"] is None and "cuda_aware" in r["config"]["settings"],
+          "unset settings are null")
     check(all(k in r["environment"] for k in ("LOCKSTEP_SEED", "SLURM_JOB_ID", "PMIX_TEST", "OMPI_TEST")),
           "LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables")
     check("HOME" not in r["environment"], "other variables are left out")

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Installs lockstep into a scratch prefix and builds a program against it with pkg-config alone.
 
-Usage: pkgconfig_test.py BUILD_DIR
+Usage: pkgconfig_test.py BUILD_DIR [MPI_PC]
 Checks the installed layout (shared library with its soversion, headers, the umbrella header, lockstep.pc), compiles
-and links a program using only `pkg-config --cflags --libs lockstep`, and runs it.
+and links a program using only `pkg-config --cflags --libs lockstep`, and runs it: it must catch an exception the
+library throws by its type. lockstep.pc must require the MPI the build used (MPI_PC, the pkg-config module meson found
+it through, when there is one) and nothing of Eigen, which no installed header may include.
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,7 +19,15 @@ PROGRAM = r"""
 #include <cstdio>
 int main() {
     lockstep::Tensor t = lockstep::ops::add(lockstep::Tensor::ones({2, 3}), 1.0);
-    std::printf("%s %g\n", t.str().c_str(), lockstep::ops::sum(t).item<double>());
+    const char* caught = "nothing";
+    try {
+        (void)lockstep::ops::add(t, lockstep::Tensor::ones({4}));
+    } catch (const lockstep::ShapeError&) {
+        caught = "ShapeError";
+    } catch (const std::exception&) {
+        caught = "another exception";
+    }
+    std::printf("%s %g %s\n", t.str().c_str(), lockstep::ops::sum(t).item<double>(), caught);
     return 0;
 }
 """
@@ -24,6 +35,7 @@ int main() {
 
 def main() -> int:
     build = sys.argv[1]
+    mpi_pc = sys.argv[2] if len(sys.argv) > 2 else ""
     with tempfile.TemporaryDirectory() as dest:
         subprocess.run(["meson", "install", "-C", build, "--destdir", dest, "--quiet", "--no-rebuild"], check=True)
         pcs = glob.glob(os.path.join(dest, "**", "lockstep.pc"), recursive=True)
@@ -35,6 +47,23 @@ def main() -> int:
         if missing:
             print("FAIL: not installed:", ", ".join(missing))
             return 1
+        # The installed include tree is the public surface only: the umbrella header and lockstep/*.hpp.
+        include_dir = os.path.dirname(umbrella[0])
+        problems = []
+        for path in glob.glob(os.path.join(include_dir, "**", "*"), recursive=True):
+            rel = os.path.relpath(path, include_dir)
+            if os.path.isdir(path):
+                if rel != "lockstep":
+                    problems.append(f"unexpected folder include/{rel}")
+                continue
+            if rel != "lockstep.hpp" and os.path.dirname(rel) != "lockstep":
+                problems.append(f"unexpected file include/{rel}")
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if re.search(r"#\s*include\s*[<\"](Eigen|unsupported/Eigen)", text):
+                problems.append(f"include/{rel} includes Eigen")
+            for quoted in re.findall(r'#\s*include\s*"([^"]+)"', text):
+                problems.append(f"include/{rel} includes \"{quoted}\", a header that is not installed")
         # Relocate the .pc file into the scratch tree: only its own prefix line changes.
         relocated = os.path.join(dest, "pkgconfig")
         os.makedirs(relocated)
@@ -44,6 +73,17 @@ def main() -> int:
         with open(os.path.join(relocated, "lockstep.pc"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         env = dict(os.environ, PKG_CONFIG_PATH=relocated)
+        requires = subprocess.run(["pkg-config", "--print-requires", "--print-requires-private", "lockstep"], env=env,
+                                  check=True, capture_output=True, text=True).stdout.split()
+        if any("eigen" in r.lower() for r in requires):
+            problems.append(f"lockstep.pc passes Eigen on: requires {requires}")
+        if mpi_pc and mpi_pc not in requires:
+            problems.append(f"lockstep.pc does not require {mpi_pc}, the MPI of this build: requires {requires}")
+        if problems:
+            for p in problems:
+                print("FAIL:", p)
+            return 1
+        print(f"ok:   installed headers are the public ones only; lockstep.pc requires {' '.join(requires)}")
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "lockstep"], env=env,
                                check=True, capture_output=True, text=True).stdout.split()
         source = os.path.join(dest, "user.cpp")
@@ -59,7 +99,7 @@ def main() -> int:
             return 1
         out = subprocess.run([exe], check=True, capture_output=True, text=True,
                              env=dict(os.environ, LOCKSTEP_CONFIG_FILE="")).stdout.strip()
-        expected = "float32[2, 3] cpu 12"
+        expected = "float32[2, 3] cpu 12 ShapeError"
         print(("ok:   " if out == expected else "FAIL: ") + f"the program prints '{out}' (expected '{expected}')")
         return 0 if out == expected else 1
 

@@ -13,10 +13,18 @@
 using namespace lockstep;
 
 namespace {
-Communicator& comm() { return Communicator::world(); }
-int N() { return comm().size(); }
-int R() { return comm().rank(); }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+Communicator& comm() {
+    return Communicator::world();
+}
+int N() {
+    return comm().size();
+}
+int R() {
+    return comm().rank();
+}
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 
 // Throws OutOfMemoryError when size exceeds this rank's synthetic budget.
 void synthetic_memory(std::int64_t size, std::int64_t budget) {
@@ -93,12 +101,14 @@ BOOST_AUTO_TEST_CASE(refine_upward_finds_the_exact_largest_size) {
     const std::int64_t budget = 37 + 3 * R();  // rank 0 has the least: 37
     BatchSizeOptions options;
     options.refine_upward = true;
-    const auto result = find_executable_batch_size(100, [&](std::int64_t s) { synthetic_memory(s, budget); }, options);
+    const auto result = find_executable_batch_size(
+        100, [&](std::int64_t s) { synthetic_memory(s, budget); }, options);
     BOOST_TEST(result.batch_size == 37);
     // Other factors and a minimum.
     options.refine_upward = false;
     options.factor = 0.75;
-    const auto r2 = find_executable_batch_size(100, [&](std::int64_t s) { synthetic_memory(s, budget); }, options);
+    const auto r2 = find_executable_batch_size(
+        100, [&](std::int64_t s) { synthetic_memory(s, budget); }, options);
     BOOST_TEST(r2.batch_size == 31);  // 100, 75, 56, 42, 31
 }
 
@@ -112,7 +122,8 @@ BOOST_AUTO_TEST_CASE(exhaustion_is_the_familiar_error) {
     BatchSizeOptions options;
     options.minimum = 3;
     try {
-        (void)find_executable_batch_size(8, [&](std::int64_t s) { synthetic_memory(s, 2); }, options);
+        (void)find_executable_batch_size(
+            8, [&](std::int64_t s) { synthetic_memory(s, 2); }, options);
         BOOST_FAIL("no error");
     } catch (const Error& e) {
         BOOST_TEST(contains(e.what(), "below the minimum of 3"));
@@ -127,7 +138,7 @@ BOOST_AUTO_TEST_CASE(other_errors_propagate_and_stop_every_rank) {
             if (R() == thrower) throw std::runtime_error("disk full");
         });
         BOOST_FAIL("no error");
-    } catch (const DistributedOperationException& e) {
+    } catch (const DistributedOperationError& e) {
         BOOST_TEST(R() != thrower);
         BOOST_TEST(contains(e.what(), "rank " + std::to_string(thrower)));
     } catch (const std::runtime_error& e) {
@@ -147,9 +158,9 @@ BOOST_AUTO_TEST_CASE(batch_arithmetic) {
     if (R() == 0) {
         bool warned = false;
         for (const auto& r : captured.records()) {
-            warned = warned || (contains(r.message, "not the 128 this run was tuned for") &&
-                                contains(r.message, "learning rate linearly to 0.05") &&
-                                contains(r.message, "64 per process"));
+            warned = warned ||
+                     (contains(r.message, "not the 128 this run was tuned for") &&
+                      contains(r.message, "learning rate linearly to 0.05") && contains(r.message, "64 per process"));
         }
         BOOST_TEST(warned);
     }

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -17,7 +17,9 @@ using namespace lockstep;
 
 namespace {
 constexpr std::size_t MiB = std::size_t{1} << 20;
-Allocator& host() { return allocator_for(Device::cpu()); }
+Allocator& host() {
+    return allocator_for(Device::cpu());
+}
 
 // Restores the host allocator's cap when a test ends.
 struct LimitGuard {
@@ -105,9 +107,7 @@ BOOST_AUTO_TEST_CASE(out_of_memory_under_the_cap_carries_device_request_and_stat
     host().empty_cache();
     host().set_limit(16 * MiB);
     Tensor held = Tensor::empty({static_cast<std::int64_t>(6 * MiB)}, DType::UInt8);  // 6 MiB block
-    {
-        Tensor cached = Tensor::empty({static_cast<std::int64_t>(4 * MiB)}, DType::UInt8);
-    }
+    { Tensor cached = Tensor::empty({static_cast<std::int64_t>(4 * MiB)}, DType::UInt8); }
     const auto before = host().stats();
     BOOST_TEST(before.cached_bytes == 4 * MiB);
     try {
@@ -182,9 +182,7 @@ BOOST_AUTO_TEST_CASE(peak_tracks_the_high_water_mark_and_resets) {
     host().empty_cache();
     host().reset_peak();
     const auto base = host().stats().allocated_bytes;
-    {
-        Tensor a = Tensor::empty({static_cast<std::int64_t>(3 * MiB)}, DType::UInt8);
-    }
+    { Tensor a = Tensor::empty({static_cast<std::int64_t>(3 * MiB)}, DType::UInt8); }
     BOOST_TEST(host().stats().peak_bytes == base + 4 * MiB);
     host().reset_peak();
     BOOST_TEST(host().stats().peak_bytes == base);

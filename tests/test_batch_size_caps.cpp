@@ -21,7 +21,8 @@ BOOST_AUTO_TEST_CASE(unequal_caps_agree_on_one_batch_size) {
     const auto cap = allocator_for(Device::cpu()).stats().limit_bytes;
     BOOST_REQUIRE(cap.has_value());
     // The caps differ between ranks: the launcher gave each rank its own.
-    const auto caps = comm.allgather(Tensor::full({}, static_cast<double>(*cap), DType::Int64)).to_vector<std::int64_t>();
+    const auto caps =
+        comm.allgather(Tensor::full({}, static_cast<double>(*cap), DType::Int64)).to_vector<std::int64_t>();
     const std::int64_t smallest = *std::min_element(caps.begin(), caps.end());
     BOOST_TEST(*std::max_element(caps.begin(), caps.end()) > smallest);
 

@@ -15,8 +15,8 @@ using namespace lockstep;
 
 namespace {
 
-const DType tested_dtypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Float16,
-                               DType::BFloat16, DType::Int8};
+const DType tested_dtypes[] = {DType::Float32, DType::Float64,  DType::Int32, DType::Int64,
+                               DType::Float16, DType::BFloat16, DType::Int8};
 
 // Every element as double, whatever the dtype.
 std::vector<double> values(const Tensor& t) {
@@ -29,9 +29,15 @@ bool all_equal_to(const Tensor& t, double v) {
     }
     return true;
 }
-Communicator& comm() { return Communicator::world(); }
-int N() { return comm().size(); }
-int R() { return comm().rank(); }
+Communicator& comm() {
+    return Communicator::world();
+}
+int N() {
+    return comm().size();
+}
+int R() {
+    return comm().rank();
+}
 }  // namespace
 
 using lockstep_test::RuntimeFixture;
@@ -62,7 +68,8 @@ BOOST_AUTO_TEST_CASE(half_precision_accumulates_in_float32) {
     for (DType dtype : {DType::Float16, DType::BFloat16}) {
         Tensor t = Tensor::full({5}, 0.1, dtype);
         const float one = static_cast<float>(ops::cast(t, DType::Float32).to_vector<float>()[0]);
-        Tensor expected = ops::cast(Tensor::full({5}, static_cast<double>(one * static_cast<float>(N())), DType::Float32), dtype);
+        Tensor expected =
+            ops::cast(Tensor::full({5}, static_cast<double>(one * static_cast<float>(N())), DType::Float32), dtype);
         BOOST_TEST(values(comm().allreduce(t)) == values(expected));
     }
 }

@@ -164,8 +164,49 @@ const std::vector<Field> fields = {
      .env_text = "18446744073709551615", .env_value = "18446744073709551615",
      .launcher_text = "7", .launcher_value = "7",
      .set_override = [](ConfigOverrides& o) { o.seed = 99; }, .override_value = "99"},
+    {.key = "cuda_aware", .variable = env_names::cuda_aware,
+     .value = [](const Config& c) -> std::string {
+         return c.cuda_aware ? (*c.cuda_aware ? "true" : "false") : "auto";
+     },
+     .default_value = "auto",
+     .file_text = "yes", .file_value = "true",
+     .env_text = "off", .env_value = "false",
+     .launcher_text = "Auto", .launcher_value = "auto",
+     .set_override = [](ConfigOverrides& o) { o.cuda_aware = true; }, .override_value = "true"},
+    {.key = "staging_chunk_bytes", .variable = env_names::staging_chunk_bytes,
+     .value = [](const Config& c) { return std::to_string(c.staging_chunk_bytes); },
+     .default_value = "4194304",
+     .file_text = "64KiB", .file_value = "65536",
+     .env_text = "1MiB", .env_value = "1048576",
+     .launcher_text = "8192", .launcher_value = "8192",
+     .set_override = [](ConfigOverrides& o) { o.staging_chunk_bytes = 16384; }, .override_value = "16384"},
+    {.key = "watchdog_host", .variable = env_names::watchdog_host,
+     .value = [](const Config& c) { return c.watchdog_host.value_or("auto"); },
+     .default_value = "auto",
+     .file_text = "node7.cluster", .file_value = "node7.cluster",
+     .env_text = "10.0.0.5", .env_value = "10.0.0.5",
+     .launcher_text = "127.0.0.1", .launcher_value = "127.0.0.1",
+     .set_override = [](ConfigOverrides& o) { o.watchdog_host = "head-node"; }, .override_value = "head-node"},
 };
 // clang-format on
+
+// The table in config.cpp and this matrix list the same settings, so that a new setting cannot skip these tests.
+BOOST_AUTO_TEST_CASE(every_setting_with_a_variable_is_in_the_matrix) {
+    std::vector<std::string> table_keys;
+    for (const auto& setting : lockstep::config_settings()) {
+        BOOST_TEST(std::count_if(lockstep::config_settings().begin(), lockstep::config_settings().end(),
+                                 [&](const lockstep::SettingInfo& other) { return other.key == setting.key; }) == 1,
+                   setting.key);
+        BOOST_TEST(!setting.accepted.empty(), setting.key);
+        if (setting.variable == nullptr) continue;
+        table_keys.emplace_back(setting.key);
+        const auto field =
+            std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == setting.key; });
+        BOOST_REQUIRE_MESSAGE(field != fields.end(), "no row of the precedence matrix for " << setting.key);
+        BOOST_TEST(field->variable == setting.variable);
+    }
+    BOOST_TEST(table_keys.size() == fields.size());
+}
 
 // The file holds the field on its second line, after an unrelated key, so that the reported line is checked too.
 std::string field_file(const TempDir& dir, const Field& field) {
@@ -312,6 +353,25 @@ const std::vector<Spelling> accepted_environment_values = {
     {env_names::log_level, "warning", "WARNING"},
     {env_names::log_level, "CRITICAL", "CRITICAL"},
     {env_names::log_level, "Info", "INFO"},
+    {env_names::timeout, "0", "0"},
+    {env_names::timeout, "0s", "0"},
+    {env_names::timeout, "0.0m", "0"},
+    {env_names::timeout, "off", "0"},
+    {env_names::timeout, "OFF", "0"},
+    {env_names::timeout, "None", "0"},
+    {env_names::cuda_aware, "1", "true"},
+    {env_names::cuda_aware, "No", "false"},
+    {env_names::cuda_aware, "auto", "auto"},
+    {env_names::cuda_aware, " AUTO ", "auto"},
+    {env_names::staging_chunk_bytes, "4096", "4096"},
+    {env_names::staging_chunk_bytes, "4k", "4096"},
+    {env_names::staging_chunk_bytes, "4MiB", "4194304"},
+    {env_names::staging_chunk_bytes, "1.5MB", "1500000"},
+    {env_names::watchdog_host, "node-1.example.org", "node-1.example.org"},
+    {env_names::watchdog_host, " 10.1.2.3\n", "10.1.2.3"},
+    {env_names::watchdog_host, "gpu_node_01", "gpu_node_01"},
+    {env_names::watchdog_host, "", "auto"},
+    {env_names::watchdog_host, std::string(63, 'h'), std::string(63, 'h')},
 };
 
 BOOST_DATA_TEST_CASE(environment_spellings_accepted, bdata::make(accepted_environment_values), spelling) {
@@ -330,8 +390,10 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::log_level, "3", ""},
     {env_names::log_level, "", ""},
     {env_names::timeout, "abc", ""},
-    {env_names::timeout, "0", ""},
     {env_names::timeout, "-5", ""},
+    {env_names::timeout, "-0.5m", ""},
+    {env_names::timeout, "never", ""},
+    {env_names::timeout, "-inf", ""},
     {env_names::timeout, "10x", ""},
     {env_names::timeout, "30ms", ""},
     {env_names::timeout, "inf", ""},
@@ -350,6 +412,22 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::seed, "0x10", ""},
     {env_names::seed, "seven", ""},
     {env_names::seed, "", ""},
+    {env_names::cuda_aware, "maybe", ""},
+    {env_names::cuda_aware, "2", ""},
+    {env_names::cuda_aware, "", ""},
+    {env_names::cuda_aware, "automatic", ""},
+    {env_names::staging_chunk_bytes, "0", ""},
+    {env_names::staging_chunk_bytes, "4095", ""},
+    {env_names::staging_chunk_bytes, "1k", ""},
+    {env_names::staging_chunk_bytes, "lots", ""},
+    {env_names::staging_chunk_bytes, "-1", ""},
+    {env_names::staging_chunk_bytes, "", ""},
+    {env_names::watchdog_host, "two words", ""},
+    {env_names::watchdog_host, "host:29500", ""},
+    {env_names::watchdog_host, "a/b", ""},
+    {env_names::watchdog_host, "-leading-dash", ""},
+    {env_names::watchdog_host, "fe80::1", ""},
+    {env_names::watchdog_host, std::string(64, 'h'), ""},
 };
 
 // Part of what each rejection must say is accepted.
@@ -359,6 +437,9 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::timeout, "positive number of seconds"},
     {env_names::cpu_memory_limit, "512MiB"},
     {env_names::seed, "unsigned 64-bit integer"},
+    {env_names::cuda_aware, "auto to ask MPI"},
+    {env_names::staging_chunk_bytes, "at least 4KiB"},
+    {env_names::watchdog_host, "host name or IPv4 address"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -430,6 +511,43 @@ BOOST_AUTO_TEST_CASE(log_level_names_round_trip) {
     }
 }
 
+// ------------------------------------------------------------------------------ timeout 0: no watchdog
+
+// 0 turns the watchdog off, as CommunicatorOptions::timeout does; off and none say the same in words.
+BOOST_AUTO_TEST_CASE(timeout_zero_turns_the_watchdog_off_from_every_layer) {
+    const TempDir dir;
+    for (const std::string text : {"0", "off", "none"}) {
+        const std::string path = dir.write("config.yaml", "timeout: " + text + "\n");
+        const Config from_file = resolve({{env_names::config_file, path}});
+        BOOST_TEST(from_file.timeout == 0.0, "file value '" << text << "'");
+        BOOST_TEST(from_file.sources.at("timeout") == path + ":1:10");
+        BOOST_TEST(contains(from_file.describe(), "timeout: off "), from_file.describe());
+
+        const Config from_env = resolve({{env_names::timeout, text}});
+        BOOST_TEST(from_env.timeout == 0.0, "variable value '" << text << "'");
+        BOOST_TEST(from_env.sources.at("timeout") == environment_label(env_names::timeout));
+    }
+
+    // A watchdog turned off in the file is turned back on by the environment, and off again by the launcher.
+    const std::string path = dir.write("config.yaml", "timeout: off\n");
+    BOOST_TEST(resolve({{env_names::config_file, path}, {env_names::timeout, "90s"}}).timeout == 90.0);
+    const Config from_launcher = resolve({{env_names::timeout, "0"}, {env_names::launcher_flags, env_names::timeout}});
+    BOOST_TEST(from_launcher.timeout == 0.0);
+    BOOST_TEST(from_launcher.sources.at("timeout") == launcher_label(env_names::timeout));
+
+    ConfigOverrides overrides;
+    overrides.timeout = 0.0;
+    const Config from_api = resolve({{env_names::timeout, "30"}}, overrides);
+    BOOST_TEST(from_api.timeout == 0.0);
+    BOOST_TEST(from_api.sources.at("timeout") == "API argument");
+    BOOST_TEST(contains(from_api.describe(), "timeout: off "), from_api.describe());
+}
+
+BOOST_AUTO_TEST_CASE(timeout_rejection_says_how_to_turn_the_watchdog_off) {
+    const ConfigError error = resolve_error({{env_names::timeout, "-1"}});
+    BOOST_TEST(contains(error.what(), "0 (also off or none) for no hang watchdog"), error.what());
+}
+
 // ------------------------------------------------------------------------------ API arguments
 
 struct BadOverride {
@@ -442,12 +560,15 @@ std::ostream& operator<<(std::ostream& os, const BadOverride& b) {
 }
 
 const std::vector<BadOverride> bad_overrides = {
-    {"timeout 0", [](ConfigOverrides& o) { o.timeout = 0.0; }},
     {"timeout -1", [](ConfigOverrides& o) { o.timeout = -1.0; }},
     {"timeout NaN", [](ConfigOverrides& o) { o.timeout = std::numeric_limits<double>::quiet_NaN(); }},
     {"timeout inf", [](ConfigOverrides& o) { o.timeout = std::numeric_limits<double>::infinity(); }},
     {"cpu_memory_limit 0", [](ConfigOverrides& o) { o.cpu_memory_limit = 0; }},
     {"log_level 42", [](ConfigOverrides& o) { o.log_level = static_cast<LogLevel>(42); }},
+    {"staging_chunk_bytes 0", [](ConfigOverrides& o) { o.staging_chunk_bytes = 0; }},
+    {"staging_chunk_bytes 4095", [](ConfigOverrides& o) { o.staging_chunk_bytes = 4095; }},
+    {"watchdog_host empty", [](ConfigOverrides& o) { o.watchdog_host = ""; }},
+    {"watchdog_host two words", [](ConfigOverrides& o) { o.watchdog_host = "two words"; }},
 };
 
 BOOST_DATA_TEST_CASE(bad_api_argument, bdata::make(bad_overrides), bad) {
@@ -456,6 +577,7 @@ BOOST_DATA_TEST_CASE(bad_api_argument, bdata::make(bad_overrides), bad) {
     const ConfigError error = resolve_error({}, overrides);
     BOOST_TEST(error.source() == "API argument");
     BOOST_TEST(contains(error.what(), "accepted"), error.what());
+    BOOST_TEST(contains(error.what(), bad.name.substr(0, bad.name.find(' '))), error.what());  // names the setting
 }
 
 // ------------------------------------------------------------------------------ config.yaml
@@ -475,8 +597,8 @@ const std::vector<FileValue> bad_file_values = {
     {"debug:", 1, "''"},
     {"log_level: loud", 12, "'loud'"},
     {"timeout: -1", 10, "'-1'"},
-    {"timeout: 0", 10, "'0'"},
     {"timeout: forever", 10, "'forever'"},
+    {"timeout: .inf", 10, "'.inf'"},
     {"timeout: [1, 2]", 10, "single value, not a list"},
     {"cpu_memory_limit: 0", 19, "'0'"},
     {"cpu_memory_limit: lots", 19, "'lots'"},
@@ -491,6 +613,11 @@ const std::vector<FileValue> bad_file_values = {
     {"compute_environment: {a: 1}", 22, "not a mapping"},
     {"lockstep: one", 11, "'one'"},
     {"lockstep: 0", 11, "'0'"},
+    {"cuda_aware: sometimes", 13, "'sometimes'"},
+    {"cuda_aware:", 1, "''"},
+    {"staging_chunk_bytes: 1k", 22, "'1k'"},
+    {"staging_chunk_bytes: [4MiB]", 22, "single value, not a list"},
+    {"watchdog_host: no such host", 16, "'no such host'"},
 };
 
 BOOST_DATA_TEST_CASE(bad_file_value_names_file_line_column, bdata::make(bad_file_values), bad) {
@@ -814,12 +941,16 @@ BOOST_AUTO_TEST_CASE(load_file_reads_only_the_file) {
 
 BOOST_AUTO_TEST_CASE(describe_names_every_source) {
     const TempDir dir;
-    const std::string path = dir.write("config.yaml", "log_level: info\nnum_processes: 4\n");
+    const std::string path =
+        dir.write("config.yaml", "log_level: info\nnum_processes: 4\nstaging_chunk_bytes: 64KiB\n");
     ConfigOverrides overrides;
     overrides.cpu_memory_limit = std::size_t{512} << 20;
+    overrides.cuda_aware = false;
     const Config config = resolve({{env_names::config_file, path},
                                    {env_names::timeout, "30"},
                                    {env_names::debug, "on"},
+                                   {env_names::watchdog_host, "node7"},
+                                   {env_names::cuda_aware, "yes"},
                                    {env_names::launcher_flags, env_names::debug}},
                                   overrides);
     const std::string text = config.describe();
@@ -834,6 +965,9 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"timeout: 30 s", environment_label(env_names::timeout)},
         {"cpu_memory_limit: 512.00 MiB", "API argument"},
         {"seed: 0", "default"},
+        {"cuda_aware: false", "API argument"},
+        {"staging_chunk_bytes: 64.00 KiB", path + ":3:22"},
+        {"watchdog_host: node7", environment_label(env_names::watchdog_host)},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };
@@ -861,6 +995,9 @@ BOOST_AUTO_TEST_CASE(describe_without_cap_or_file) {
     BOOST_TEST(contains(text, "cpu_memory_limit: none"), text);
     BOOST_TEST(contains(text, "config_file: none"), text);
     BOOST_TEST(contains(text, "timeout: 600 s"), text);
+    BOOST_TEST(contains(text, "cuda_aware: auto "), text);
+    BOOST_TEST(contains(text, "staging_chunk_bytes: 4.00 MiB "), text);
+    BOOST_TEST(contains(text, "watchdog_host: auto "), text);
     BOOST_TEST(!contains(text, "num_processes"), text);
 }
 
@@ -869,11 +1006,14 @@ BOOST_AUTO_TEST_CASE(describe_without_cap_or_file) {
 // The only test that touches config(), so that its first call resolves from the environment set here.
 BOOST_AUTO_TEST_CASE(process_config_is_cached_then_replaced_by_the_installed_one) {
     for (const char* name : {env_names::debug, env_names::log_level, env_names::timeout, env_names::cpu_memory_limit,
-                             env_names::launcher_flags}) {
+                             env_names::cuda_aware, env_names::launcher_flags}) {
         ::unsetenv(name);
     }
     ::setenv(env_names::config_file, "", 1);
     ::setenv(env_names::seed, "424242", 1);
+    // What the collectives read through config() rather than from the environment themselves.
+    ::setenv(env_names::staging_chunk_bytes, "8KiB", 1);
+    ::setenv(env_names::watchdog_host, "10.9.8.7", 1);
 
     std::vector<const Config*> seen(8, nullptr);
     {
@@ -886,6 +1026,11 @@ BOOST_AUTO_TEST_CASE(process_config_is_cached_then_replaced_by_the_installed_one
     for (const Config* p : seen) BOOST_TEST(p == &first);
     BOOST_TEST(first.seed == 424242u);
     BOOST_TEST(first.sources.at("seed") == environment_label(env_names::seed));
+    BOOST_TEST(first.staging_chunk_bytes == 8192u);
+    BOOST_TEST(first.sources.at("staging_chunk_bytes") == environment_label(env_names::staging_chunk_bytes));
+    BOOST_TEST(first.watchdog_host.value_or("auto") == "10.9.8.7");
+    BOOST_TEST(!first.cuda_aware.has_value());
+    BOOST_TEST(first.sources.at("cuda_aware") == "default");
 
     ::setenv(env_names::seed, "1", 1);
     BOOST_TEST(lockstep::config().seed == 424242u);  // resolved once, not per call
@@ -903,6 +1048,8 @@ BOOST_AUTO_TEST_CASE(process_config_is_cached_then_replaced_by_the_installed_one
     BOOST_TEST(first.seed == 424242u);
 
     ::unsetenv(env_names::seed);
+    ::unsetenv(env_names::staging_chunk_bytes);
+    ::unsetenv(env_names::watchdog_host);
     ::unsetenv(env_names::config_file);
 }
 

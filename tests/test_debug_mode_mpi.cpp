@@ -67,9 +67,15 @@ int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* r
 }
 
 namespace {
-Communicator& comm() { return Communicator::world(); }
-int N() { return comm().size(); }
-int R() { return comm().rank(); }
+Communicator& comm() {
+    return Communicator::world();
+}
+int N() {
+    return comm().size();
+}
+int R() {
+    return comm().rank();
+}
 
 // Runs fn and returns the mismatch message; fails the test if fn does not throw SignatureMismatchError.
 std::string mismatch(const std::function<void()>& fn) {
@@ -81,7 +87,9 @@ std::string mismatch(const std::function<void()>& fn) {
     BOOST_ERROR("no SignatureMismatchError on rank " << R());
     return {};
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 
 // The same text on every rank: rank 0's message is broadcast and compared.
 bool same_on_every_rank(const std::string& text) {
@@ -143,8 +151,8 @@ BOOST_AUTO_TEST_CASE(every_op_with_mismatched_shapes_raises_on_every_rank) {
             const std::string msg = mismatch(call);
             BOOST_TEST(contains(msg, "due to shape mismatches"));
             BOOST_TEST(contains(msg, "Operation: `" + name + "`"));
-            const bool uses_divisible = name == "lockstep::scatter" || name == "lockstep::reduce_scatter" ||
-                                        name == "lockstep::alltoall";
+            const bool uses_divisible =
+                name == "lockstep::scatter" || name == "lockstep::reduce_scatter" || name == "lockstep::alltoall";
             BOOST_TEST(contains(msg, "Process 0: " + shape_str(uses_divisible ? Shape{n, 5} : Shape{1, 5})));
             for (int r = 1; r < n; ++r) {
                 const Shape theirs = uses_divisible ? Shape{n, r + 1} : Shape{1, r + 1, 5};
@@ -164,7 +172,8 @@ BOOST_AUTO_TEST_CASE(every_op_with_mismatched_shapes_raises_on_every_rank) {
 BOOST_AUTO_TEST_CASE(dtype_op_kind_root_and_reduce_op_mismatches_are_detected) {
     comm().set_debug(true);
     const int last = N() - 1;
-    std::string msg = mismatch([&] { (void)comm().allreduce(Tensor::ones({4}, R() == last ? DType::Float64 : DType::Float32)); });
+    std::string msg =
+        mismatch([&] { (void)comm().allreduce(Tensor::ones({4}, R() == last ? DType::Float64 : DType::Float32)); });
     BOOST_TEST(contains(msg, "dtype mismatches"));
     BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": float64"));
     BOOST_TEST(same_on_every_rank(msg));
@@ -214,7 +223,7 @@ BOOST_AUTO_TEST_CASE(the_exception_carries_json_and_the_call_site_and_the_job_go
     try {
         (void)comm().allreduce(Tensor::ones({R() + 1}), ReduceOp::Sum, {"grad-sync"});
         BOOST_FAIL("no exception");
-    } catch (const DistributedOperationException& base) {
+    } catch (const DistributedOperationError& base) {
         const auto* e = dynamic_cast<const SignatureMismatchError*>(&base);
         BOOST_REQUIRE(e != nullptr);
         const auto doc = nlohmann::json::parse(e->to_json());

@@ -65,9 +65,9 @@ BOOST_AUTO_TEST_CASE(float16_round_trips_and_rounds_to_nearest_even) {
     BOOST_TEST(static_cast<float>(float16(1.0f)) == 1.0f);
     BOOST_TEST(float16(1.0f).bits == 0x3C00);
     BOOST_TEST(float16(-2.0f).bits == 0xC000);
-    BOOST_TEST(float16(65504.0f).bits == 0x7BFF);                 // largest finite
+    BOOST_TEST(float16(65504.0f).bits == 0x7BFF);                   // largest finite
     BOOST_TEST(std::isinf(static_cast<float>(float16(70000.0f))));  // overflows to infinity
-    BOOST_TEST(float16(5.960464477539063e-08f).bits == 0x0001);   // smallest subnormal
+    BOOST_TEST(float16(5.960464477539063e-08f).bits == 0x0001);     // smallest subnormal
     // 1 + 2^-11 lies halfway between 1 and the next float16 (1 + 2^-10): ties go to the even mantissa, 1.
     BOOST_TEST(float16(1.0f + 0x1p-11f).bits == 0x3C00);
     // 1 + 3 * 2^-11 lies halfway between 1 + 2^-10 (odd) and 1 + 2^-9 (even): rounds up.
@@ -78,8 +78,8 @@ BOOST_AUTO_TEST_CASE(float16_round_trips_and_rounds_to_nearest_even) {
 BOOST_AUTO_TEST_CASE(bfloat16_keeps_the_float32_exponent_and_rounds_to_nearest_even) {
     BOOST_TEST(bfloat16(1.0f).bits == 0x3F80);
     BOOST_TEST(static_cast<float>(bfloat16(3.0e38f)) > 2.9e38f);  // float32's range survives
-    BOOST_TEST(bfloat16(1.0f + 0x1p-8f).bits == 0x3F80);         // halfway, tie to even
-    BOOST_TEST(bfloat16(1.0f + 3 * 0x1p-8f).bits == 0x3F82);     // halfway, tie to even (up)
+    BOOST_TEST(bfloat16(1.0f + 0x1p-8f).bits == 0x3F80);          // halfway, tie to even
+    BOOST_TEST(bfloat16(1.0f + 3 * 0x1p-8f).bits == 0x3F82);      // halfway, tie to even (up)
     BOOST_TEST(static_cast<float>(bfloat16::from_bits(0x4049)) == 3.140625f);
 }
 

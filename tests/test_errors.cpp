@@ -12,7 +12,8 @@ using namespace lockstep;
 BOOST_AUTO_TEST_CASE(every_error_type_derives_from_lockstep_error) {
     static_assert(std::is_base_of_v<Error, ConfigError>);
     static_assert(std::is_base_of_v<Error, OutOfMemoryError>);
-    static_assert(std::is_base_of_v<Error, DistributedOperationException>);
+    static_assert(std::is_base_of_v<Error, DistributedOperationError>);
+    static_assert(std::is_same_v<DistributedOperationException, DistributedOperationError>);  // the earlier name
     static_assert(std::is_base_of_v<Error, TimeoutError>);
     static_assert(std::is_base_of_v<Error, MpiError>);
     static_assert(std::is_base_of_v<Error, CudaError>);
@@ -73,16 +74,26 @@ BOOST_AUTO_TEST_CASE(byte_sizes_parse_and_format) {
         std::size_t bytes;
     };
     const Case cases[] = {
-        {"512MiB", std::size_t{512} << 20}, {"2GiB", std::size_t{2} << 30}, {"1.5GB", 1'500'000'000},
-        {"64k", 65536},                     {"1048576", 1048576},           {"10 mb", 10'000'000},
-        {"3G", std::size_t{3} << 30},       {"1tib", std::size_t{1} << 40}, {"100B", 100},
+        {"512MiB", std::size_t{512} << 20},
+        {"2GiB", std::size_t{2} << 30},
+        {"1.5GB", 1'500'000'000},
+        {"64k", 65536},
+        {"1048576", 1048576},
+        {"10 mb", 10'000'000},
+        {"3G", std::size_t{3} << 30},
+        {"1tib", std::size_t{1} << 40},
+        {"100B", 100},
         {"0.5KiB", 512},
     };
     for (const auto& c : cases) {
-        BOOST_TEST_CONTEXT(c.text) { BOOST_TEST(parse_bytes(c.text) == c.bytes); }
+        BOOST_TEST_CONTEXT(c.text) {
+            BOOST_TEST(parse_bytes(c.text) == c.bytes);
+        }
     }
     for (const char* bad : {"", "MiB", "12XB", "1.2.3", "-5", "abc", "5 MiBs"}) {
-        BOOST_TEST_CONTEXT("'" << bad << "'") { BOOST_CHECK_THROW((void)parse_bytes(bad), InvalidArgumentError); }
+        BOOST_TEST_CONTEXT("'" << bad << "'") {
+            BOOST_CHECK_THROW((void)parse_bytes(bad), InvalidArgumentError);
+        }
     }
     BOOST_TEST(format_bytes(0) == "0 B");
     BOOST_TEST(format_bytes(1023) == "1023 B");

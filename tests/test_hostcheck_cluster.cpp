@@ -6,7 +6,7 @@
 #define BOOST_TEST_MODULE hostcheck_cluster
 #include <boost/test/unit_test.hpp>
 
-#include "fanout.hpp"
+#include "mpi_launcher/child_process.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-using namespace lockstep::hostcheck;
+using namespace lockstep::mpi_launcher;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -52,7 +52,7 @@ Run hostcheck(std::vector<std::string> args, std::vector<std::pair<std::string, 
     c.timeout = 600s;
     c.environment = std::move(environment);
     const auto r = run_command(c);
-    BOOST_TEST_REQUIRE((r.ending == CommandResult::Ending::exited), "lockstep did not exit: " << r.err);
+    BOOST_TEST_REQUIRE((r.ending == CommandResult::Ending::Exited), "lockstep did not exit: " << r.err);
     Run run;
     run.exit_code = r.exit_code;
     run.out = r.out;

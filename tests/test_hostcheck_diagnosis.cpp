@@ -23,6 +23,7 @@
 #include <vector>
 
 using namespace lockstep::hostcheck;
+using namespace lockstep::mpi_launcher;
 
 namespace {
 
@@ -34,26 +35,26 @@ struct Sample {
 
 // Texts as OpenSSH 8.x/9.x and glibc print them.
 const std::vector<Sample> samples{
-    {Problem::dns, "ssh: Could not resolve hostname nosuchhost.invalid: Name or service not known\n",
+    {Problem::Dns, "ssh: Could not resolve hostname nosuchhost.invalid: Name or service not known\n",
      "ssh: Could not resolve hostname nosuchhost.invalid: Name or service not known"},
-    {Problem::dns, "ssh: Could not resolve hostname n1: Temporary failure in name resolution\n",
+    {Problem::Dns, "ssh: Could not resolve hostname n1: Temporary failure in name resolution\n",
      "ssh: Could not resolve hostname n1: Temporary failure in name resolution"},
-    {Problem::refused, "ssh: connect to host 127.0.1.17 port 22: Connection refused\n",
+    {Problem::Refused, "ssh: connect to host 127.0.1.17 port 22: Connection refused\n",
      "ssh: connect to host 127.0.1.17 port 22: Connection refused"},
-    {Problem::timeout, "ssh: connect to host 10.1.1.1 port 22: Connection timed out\n",
+    {Problem::Timeout, "ssh: connect to host 10.1.1.1 port 22: Connection timed out\n",
      "ssh: connect to host 10.1.1.1 port 22: Connection timed out"},
-    {Problem::timeout, "Connection timed out during banner exchange\nConnection to 127.0.1.18 port 22 timed out\n",
+    {Problem::Timeout, "Connection timed out during banner exchange\nConnection to 127.0.1.18 port 22 timed out\n",
      "Connection timed out during banner exchange"},
-    {Problem::no_route, "ssh: connect to host 10.9.9.9 port 22: No route to host\n",
+    {Problem::NoRoute, "ssh: connect to host 10.9.9.9 port 22: No route to host\n",
      "ssh: connect to host 10.9.9.9 port 22: No route to host"},
-    {Problem::no_route, "ssh: connect to host fd00::9 port 22: Network is unreachable\n",
+    {Problem::NoRoute, "ssh: connect to host fd00::9 port 22: Network is unreachable\n",
      "ssh: connect to host fd00::9 port 22: Network is unreachable"},
-    {Problem::host_key_unknown,
+    {Problem::HostKeyUnknown,
      "No ED25519 host key is known for [127.0.1.14]:2222 and you have requested strict checking.\n"
      "Host key verification failed.\n",
      "No ED25519 host key is known for [127.0.1.14]:2222 and you have requested strict checking."},
-    {Problem::host_key_unknown, "Host key verification failed.\n", "Host key verification failed."},
-    {Problem::host_key_changed,
+    {Problem::HostKeyUnknown, "Host key verification failed.\n", "Host key verification failed."},
+    {Problem::HostKeyChanged,
      "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
      "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
      "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
@@ -62,11 +63,11 @@ const std::vector<Sample> samples{
      "Host key for [127.0.1.19]:2222 has changed and you have requested strict checking.\n"
      "Host key verification failed.\n",
      "Host key for [127.0.1.19]:2222 has changed and you have requested strict checking."},
-    {Problem::auth_denied, "root@127.0.1.15: Permission denied (publickey).\n",
+    {Problem::AuthDenied, "root@127.0.1.15: Permission denied (publickey).\n",
      "root@127.0.1.15: Permission denied (publickey)."},
-    {Problem::auth_denied, "Received disconnect from 10.0.0.5 port 22:2: Too many authentication failures\n",
+    {Problem::AuthDenied, "Received disconnect from 10.0.0.5 port 22:2: Too many authentication failures\n",
      "Received disconnect from 10.0.0.5 port 22:2: Too many authentication failures"},
-    {Problem::key_permissions,
+    {Problem::KeyPermissions,
      "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
      "@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @\n"
      "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
@@ -76,21 +77,21 @@ const std::vector<Sample> samples{
      "Load key \"/home/u/.ssh/id_ed25519\": bad permissions\n"
      "u@n1: Permission denied (publickey).\n",
      "Permissions 0644 for '/home/u/.ssh/id_ed25519' are too open."},
-    {Problem::key_permissions, "Bad owner or permissions on /home/u/.ssh/config\n",
+    {Problem::KeyPermissions, "Bad owner or permissions on /home/u/.ssh/config\n",
      "Bad owner or permissions on /home/u/.ssh/config"},
-    {Problem::connection_closed, "kex_exchange_identification: Connection closed by remote host\n",
+    {Problem::ConnectionClosed, "kex_exchange_identification: Connection closed by remote host\n",
      "kex_exchange_identification: Connection closed by remote host"},
-    {Problem::connection_closed,
+    {Problem::ConnectionClosed,
      "kex_exchange_identification: read: Connection reset by peer\nConnection reset by 127.0.1.21 port 22\n",
      "kex_exchange_identification: read: Connection reset by peer"},
-    {Problem::connection_closed, "Connection closed by 10.0.0.3 port 22\n", "Connection closed by 10.0.0.3 port 22"},
-    {Problem::other, "ssh: unknown option -- Z\nusage: ssh [-46AaCfGgKkMNnqsTtVvXxYy]\n",
+    {Problem::ConnectionClosed, "Connection closed by 10.0.0.3 port 22\n", "Connection closed by 10.0.0.3 port 22"},
+    {Problem::Other, "ssh: unknown option -- Z\nusage: ssh [-46AaCfGgKkMNnqsTtVvXxYy]\n",
      "usage: ssh [-46AaCfGgKkMNnqsTtVvXxYy]"},
 };
 
 CommandResult exited(int code, std::string out, std::string err) {
     CommandResult r;
-    r.ending = CommandResult::Ending::exited;
+    r.ending = CommandResult::Ending::Exited;
     r.exit_code = code;
     r.out = std::move(out);
     r.err = std::move(err);
@@ -124,25 +125,24 @@ BOOST_AUTO_TEST_CASE(codes_round_trip_and_every_code_has_a_remedy) {
     c.known_hosts = "/etc/cluster/known_hosts";
     c.key_file = "/home/alice/.ssh/id_ed25519";
     c.missing_daemon = "orted";
-    for (auto p :
-         {Problem::dns, Problem::refused, Problem::timeout, Problem::no_route, Problem::host_key_unknown,
-          Problem::host_key_changed, Problem::auth_denied, Problem::key_permissions, Problem::connection_closed,
-          Problem::remote_mpi_missing, Problem::same_machine, Problem::mpi_mismatch, Problem::other}) {
+    for (auto p : {Problem::Dns, Problem::Refused, Problem::Timeout, Problem::NoRoute, Problem::HostKeyUnknown,
+                   Problem::HostKeyChanged, Problem::AuthDenied, Problem::KeyPermissions, Problem::ConnectionClosed,
+                   Problem::RemoteMpiMissing, Problem::SameMachine, Problem::MpiMismatch, Problem::Other}) {
         const std::string code(to_string(p));
         BOOST_TEST((problem_from_string(code) == p), code);
         BOOST_TEST(remedy_for(p, c).size() > 40u, code);
     }
     BOOST_TEST(!problem_from_string("nope").has_value());
-    BOOST_TEST(remedy_for(Problem::host_key_unknown, c).find("ssh-keyscan -p 2222 n1 >> /etc/cluster/known_hosts") !=
+    BOOST_TEST(remedy_for(Problem::HostKeyUnknown, c).find("ssh-keyscan -p 2222 n1 >> /etc/cluster/known_hosts") !=
                std::string::npos);
-    BOOST_TEST(remedy_for(Problem::host_key_changed, c).find("ssh-keygen -R '[n1]:2222'") != std::string::npos);
+    BOOST_TEST(remedy_for(Problem::HostKeyChanged, c).find("ssh-keygen -R '[n1]:2222'") != std::string::npos);
     BOOST_TEST(
-        remedy_for(Problem::auth_denied, c).find("ssh-copy-id -p 2222 -i /home/alice/.ssh/id_ed25519.pub alice@n1") !=
+        remedy_for(Problem::AuthDenied, c).find("ssh-copy-id -p 2222 -i /home/alice/.ssh/id_ed25519.pub alice@n1") !=
         std::string::npos);
-    BOOST_TEST(remedy_for(Problem::key_permissions, c).find("chmod 600 /home/alice/.ssh/id_ed25519") !=
+    BOOST_TEST(remedy_for(Problem::KeyPermissions, c).find("chmod 600 /home/alice/.ssh/id_ed25519") !=
                std::string::npos);
-    BOOST_TEST(remedy_for(Problem::refused, c).find("port 2222") != std::string::npos);
-    BOOST_TEST(remedy_for(Problem::remote_mpi_missing, c).find("orted") != std::string::npos);
+    BOOST_TEST(remedy_for(Problem::Refused, c).find("port 2222") != std::string::npos);
+    BOOST_TEST(remedy_for(Problem::RemoteMpiMissing, c).find("orted") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(evidence_keeps_the_end) {
@@ -194,15 +194,15 @@ BOOST_AUTO_TEST_CASE(launcher_daemon_missing_on_the_remote_path) {
 
 BOOST_AUTO_TEST_CASE(timeouts_and_failures_to_start) {
     CommandResult hung;
-    hung.ending = CommandResult::Ending::timed_out;
+    hung.ending = CommandResult::Ending::TimedOut;
     auto o = judge_probe(hung, orted, std::chrono::seconds(5));
     BOOST_TEST(to_string(*o.problem) == "timeout");
     BOOST_TEST(o.evidence.find("no answer within 5 s") != std::string::npos);
     CommandResult late;
-    late.ending = CommandResult::Ending::not_started;
+    late.ending = CommandResult::Ending::NotStarted;
     BOOST_TEST(to_string(*judge_probe(late, orted, std::chrono::seconds(5)).problem) == "timeout");
     CommandResult missing;
-    missing.ending = CommandResult::Ending::spawn_failed;
+    missing.ending = CommandResult::Ending::SpawnFailed;
     missing.spawn_error = "cannot run 'sshx': No such file or directory";
     o = judge_probe(missing, orted, std::chrono::seconds(5));
     BOOST_TEST(to_string(*o.problem) == "other");
@@ -291,7 +291,7 @@ BOOST_AUTO_TEST_CASE(reads_the_loop_output) {
     targets[0].host = "a";
     targets[1].host = "b";
     targets[2].host = "c";
-    std::vector<MeshPair> pairs{{0, 1, false, Problem::other, {}, {}}, {0, 2, false, Problem::other, {}, {}}};
+    std::vector<MeshPair> pairs{{0, 1, false, Problem::Other, {}, {}}, {0, 2, false, Problem::Other, {}, {}}};
     const std::string out = std::string(mesh_line) + "\tb\t0\t" + std::string(mesh_ok) + "\n" + std::string(mesh_line) +
                             "\tc\t255\troot@c: Permission denied (publickey).\n";
     read_mesh_output(out, 0, targets, pairs);
@@ -309,22 +309,22 @@ BOOST_AUTO_TEST_SUITE(mpirun)
 BOOST_AUTO_TEST_CASE(commands_per_launcher) {
     MpiInstall ompi = parse_mpi_version("mpirun (Open MPI) 4.1.4");
     ompi.launcher_path = "/usr/bin/mpirun";
-    const auto argv = mpirun_argv(Launcher::openmpi, ompi, "/tmp/h", 3, {"a", "b", "c"}, std::string("ssh -F /c"));
+    const auto argv = mpirun_argv(Launcher::OpenMpi, ompi, "/tmp/h", 3, {"a", "b", "c"}, std::string("ssh -F /c"));
     BOOST_TEST(argv.front() == "mpirun");  // by name, as typed: an absolute path would act as --prefix
     BOOST_TEST((std::find(argv.begin(), argv.end(), "ppr:1:node") != argv.end()));
     BOOST_TEST((std::find(argv.begin(), argv.end(), "ssh -F /c") != argv.end()));
     BOOST_TEST(argv.back() == "hostname");
     MpiInstall mpich = parse_mpi_version("HYDRA build details:\n    Version: 4.0.2\n");
-    const auto hydra = mpirun_argv(Launcher::hydra, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
+    const auto hydra = mpirun_argv(Launcher::Hydra, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
     BOOST_TEST((hydra == std::vector<std::string>{"mpiexec", "-f", "/tmp/h", "-n", "2", "-ppn", "1", "hostname"}));
-    const auto srun = mpirun_argv(Launcher::srun, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
+    const auto srun = mpirun_argv(Launcher::Srun, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
     BOOST_TEST((srun == std::vector<std::string>{"srun", "-N", "2", "--ntasks-per-node=1", "-w", "a,b", "hostname"}));
     std::vector<HostTarget> hosts(2);
     hosts[0].host = "a";
     hosts[1].host = "b";
     hosts[1].user = "u";
-    BOOST_TEST(launcher_hostfile(Launcher::openmpi, hosts) == "a slots=1\nu@b slots=1\n");
-    BOOST_TEST(launcher_hostfile(Launcher::hydra, hosts) == "a:1\nb:1 user=u\n");
+    BOOST_TEST(launcher_hostfile(Launcher::OpenMpi, hosts) == "a slots=1\nu@b slots=1\n");
+    BOOST_TEST(launcher_hostfile(Launcher::Hydra, hosts) == "a:1\nb:1 user=u\n");
 }
 
 BOOST_AUTO_TEST_CASE(names_printed_against_names_expected) {
@@ -345,7 +345,7 @@ BOOST_AUTO_TEST_CASE(names_printed_against_names_expected) {
     MpirunResult hang;
     hang.expected = {"node1", "node2"};
     CommandResult timed_out;
-    timed_out.ending = CommandResult::Ending::timed_out;
+    timed_out.ending = CommandResult::Ending::TimedOut;
     timed_out.out = "node1\n";
     judge_mpirun(hang, timed_out, {"h1", "h2"});
     BOOST_TEST(hang.status == "hang");
@@ -426,18 +426,18 @@ BOOST_AUTO_TEST_CASE(local_checks_explain_keys_and_known_hosts) {
     LocalChecker checker(SshAgent{{"ssh", "-F", (dir / "ssh_config").string()}, "test", true},
                          Clock::now() + std::chrono::seconds(30));
 
-    const auto auth = checker.explain(Problem::auth_denied, "h1", std::nullopt, {"10.0.0.9"}, "Permission denied");
+    const auto auth = checker.explain(Problem::AuthDenied, "h1", std::nullopt, {"10.0.0.9"}, "Permission denied");
     const std::string details = fmt::format("{}", fmt::join(auth.details, "\n"));
     BOOST_TEST(details.find(protected_key + " is protected by a passphrase and no ssh-agent") != std::string::npos,
                details);
     BOOST_TEST(details.find(loose_key + " has mode 0644") != std::string::npos, details);
-    BOOST_TEST((auth.refined == Problem::key_permissions));
+    BOOST_TEST((auth.refined == Problem::KeyPermissions));
     BOOST_TEST(auth.context.port == 2222);
     BOOST_TEST(auth.context.user == "alice");
     BOOST_TEST(auth.context.key_file == loose_key);
     BOOST_TEST(auth.context.known_hosts == known_hosts);
 
-    const auto key = checker.explain(Problem::host_key_unknown, "h1", std::nullopt, {"10.0.0.10"}, "");
+    const auto key = checker.explain(Problem::HostKeyUnknown, "h1", std::nullopt, {"10.0.0.10"}, "");
     BOOST_TEST((key.details == std::vector<std::string>{"an entry for '[10.0.0.9]:2222' in " + known_hosts,
                                                         "no entry for '[10.0.0.10]:2222' in " + known_hosts}));
     std::filesystem::remove_all(dir);

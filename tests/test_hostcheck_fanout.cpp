@@ -3,8 +3,7 @@
 #define BOOST_TEST_MODULE hostcheck_fanout
 #include <boost/test/unit_test.hpp>
 
-#include "errors.hpp"
-#include "fanout.hpp"
+#include "mpi_launcher/child_process.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -15,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-using namespace lockstep::hostcheck;
+using namespace lockstep::mpi_launcher;
 using namespace std::chrono_literals;
 
 namespace {
@@ -59,7 +58,7 @@ BOOST_AUTO_TEST_CASE(at_most_fanout_at_a_time) {
     BOOST_TEST(elapsed < 3.0);
     BOOST_TEST(progress_calls == 20u);
     for (const auto& r : results) {
-        BOOST_TEST((r.ending == CommandResult::Ending::exited));
+        BOOST_TEST((r.ending == CommandResult::Ending::Exited));
         BOOST_TEST(r.exit_code == 0);
     }
 }
@@ -72,7 +71,7 @@ BOOST_AUTO_TEST_CASE(output_exit_code_and_order) {
     BOOST_TEST(r[0].err == "err\n");
     BOOST_TEST(r[0].exit_code == 3);
     BOOST_TEST(r[1].out == "two\n");
-    BOOST_TEST((r[2].ending == CommandResult::Ending::signalled));
+    BOOST_TEST((r[2].ending == CommandResult::Ending::Signalled));
     BOOST_TEST(r[2].signal == SIGTERM);
 }
 
@@ -81,7 +80,7 @@ BOOST_AUTO_TEST_CASE(time_limit_stops_the_whole_group) {
     const auto start = Clock::now();
     const auto r = run_command(sh("sleep 30 & echo $!; wait", 500ms));
     BOOST_TEST(seconds_since(start) < 3.0);
-    BOOST_TEST((r.ending == CommandResult::Ending::timed_out));
+    BOOST_TEST((r.ending == CommandResult::Ending::TimedOut));
     const pid_t background = std::stoi(r.out);
     for (int i = 0; i < 50 && !is_gone(background); ++i) ::usleep(20'000);
     BOOST_TEST(is_gone(background));
@@ -91,7 +90,7 @@ BOOST_AUTO_TEST_CASE(grace_period_sends_sigterm_first) {
     Command c = sh("trap 'echo term; exit 0' TERM; sleep 30 & wait", 300ms);
     c.kill_grace = 2s;
     const auto r = run_command(c);
-    BOOST_TEST((r.ending == CommandResult::Ending::timed_out));
+    BOOST_TEST((r.ending == CommandResult::Ending::TimedOut));
     BOOST_TEST(r.out == "term\n");
 }
 
@@ -103,9 +102,9 @@ BOOST_AUTO_TEST_CASE(deadline_bounds_the_whole_run) {
     const auto start = Clock::now();
     const auto r = run_fanout(commands, options);
     BOOST_TEST(seconds_since(start) < 3.0);
-    BOOST_TEST((r[0].ending == CommandResult::Ending::timed_out));
-    BOOST_TEST((r[1].ending == CommandResult::Ending::timed_out));
-    for (std::size_t i = 2; i < r.size(); ++i) BOOST_TEST((r[i].ending == CommandResult::Ending::not_started));
+    BOOST_TEST((r[0].ending == CommandResult::Ending::TimedOut));
+    BOOST_TEST((r[1].ending == CommandResult::Ending::TimedOut));
+    for (std::size_t i = 2; i < r.size(); ++i) BOOST_TEST((r[i].ending == CommandResult::Ending::NotStarted));
 }
 
 BOOST_AUTO_TEST_CASE(input_goes_to_stdin) {
@@ -118,7 +117,7 @@ BOOST_AUTO_TEST_CASE(input_goes_to_stdin) {
     reader.argv = {"cat"};
     reader.timeout = 2s;
     const auto r = run_command(reader);
-    BOOST_TEST((r.ending == CommandResult::Ending::exited));
+    BOOST_TEST((r.ending == CommandResult::Ending::Exited));
     BOOST_TEST(r.out.empty());
 }
 
@@ -136,7 +135,7 @@ BOOST_AUTO_TEST_CASE(programs_that_do_not_exist) {
     Command c;
     c.argv = {"lockstep-no-such-program", "x"};
     const auto r = run_command(c);
-    BOOST_TEST((r.ending == CommandResult::Ending::spawn_failed));
+    BOOST_TEST((r.ending == CommandResult::Ending::SpawnFailed));
     BOOST_TEST(r.spawn_error.find("lockstep-no-such-program") != std::string::npos);
     BOOST_TEST(find_program("sh").find("/sh") != std::string::npos);
     BOOST_TEST(find_program("lockstep-no-such-program").empty());

@@ -43,7 +43,7 @@ BOOST_AUTO_TEST_CASE(slots_users_comments_and_ipv6) {
         "[fd00::16] slots = 1\n"
         "10.0.0.7 count=3\n",
         "h");
-    BOOST_TEST((hf.format == HostfileFormat::openmpi));
+    BOOST_TEST((hf.format == HostfileFormat::OpenMpi));
     BOOST_TEST(hf.format_detected);
     BOOST_TEST((hosts_of(hf) == std::vector<std::string>{"node01", "node02", "fd00::15", "fd00::16", "10.0.0.7"}));
     BOOST_TEST(hf.lines.size() == 5u);
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_SUITE(hydra)
 
 BOOST_AUTO_TEST_CASE(counts_users_and_adjacent_merging) {
     const auto hf = parse_hostfile("a:4\nb:2 user=alice\nb:1\na:2\n", "h");
-    BOOST_TEST((hf.format == HostfileFormat::hydra));
+    BOOST_TEST((hf.format == HostfileFormat::Hydra));
     BOOST_TEST(*hf.lines[0].hosts[0].slots == 4);
     BOOST_TEST(*hf.lines[1].hosts[0].user == "alice");
     BOOST_TEST(hf.lines[0].hydra.summary == "block 1: 4 processes");
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(counts_users_and_adjacent_merging) {
 
 BOOST_AUTO_TEST_CASE(user_keyword_alone_means_hydra) {
     const auto hf = parse_hostfile("a user=bob\nb\n", "h");
-    BOOST_TEST((hf.format == HostfileFormat::hydra));
+    BOOST_TEST((hf.format == HostfileFormat::Hydra));
     BOOST_TEST(*hf.targets[0].user == "bob");
 }
 
@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_SUITE(plain_and_slurm)
 
 BOOST_AUTO_TEST_CASE(plain_one_name_per_line) {
     const auto hf = parse_hostfile("n1\r\nn2\r\n# c\r\nn3.example.org\r\n", "h");
-    BOOST_TEST((hf.format == HostfileFormat::plain));
+    BOOST_TEST((hf.format == HostfileFormat::Plain));
     BOOST_TEST((hosts_of(hf) == std::vector<std::string>{"n1", "n2", "n3.example.org"}));
     BOOST_TEST(hf.lines[1].number == 2);
 }
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(slurm_lists_expand_with_fixed_width) {
 
 BOOST_AUTO_TEST_CASE(slurm_hostfile) {
     const auto hf = parse_hostfile("node[01-04]\nlogin1,login2\n", "h");
-    BOOST_TEST((hf.format == HostfileFormat::slurm));
+    BOOST_TEST((hf.format == HostfileFormat::Slurm));
     BOOST_TEST(hf.targets.size() == 6u);
     BOOST_TEST(hf.targets[3].host == "node04");
     BOOST_TEST((hf.targets[3].lines == std::vector<int>{1}));
@@ -144,17 +144,17 @@ BOOST_AUTO_TEST_CASE(slurm_hostfile) {
 }
 
 BOOST_AUTO_TEST_CASE(forced_format_wins) {
-    const auto hf = parse_hostfile("n1\nn2\n", "h", HostfileFormat::hydra);
-    BOOST_TEST((hf.format == HostfileFormat::hydra));
+    const auto hf = parse_hostfile("n1\nn2\n", "h", HostfileFormat::Hydra);
+    BOOST_TEST((hf.format == HostfileFormat::Hydra));
     BOOST_TEST(!hf.format_detected);
 }
 
 BOOST_AUTO_TEST_CASE(shipped_examples_parse) {
     const std::string dir = LOCKSTEP_HOSTFILES_DIR;
-    BOOST_TEST((read_hostfile(dir + "/openmpi").format == HostfileFormat::openmpi));
-    BOOST_TEST((read_hostfile(dir + "/hydra").format == HostfileFormat::hydra));
-    BOOST_TEST((read_hostfile(dir + "/plain").format == HostfileFormat::plain));
-    BOOST_TEST((read_hostfile(dir + "/slurm").format == HostfileFormat::slurm));
+    BOOST_TEST((read_hostfile(dir + "/openmpi").format == HostfileFormat::OpenMpi));
+    BOOST_TEST((read_hostfile(dir + "/hydra").format == HostfileFormat::Hydra));
+    BOOST_TEST((read_hostfile(dir + "/plain").format == HostfileFormat::Plain));
+    BOOST_TEST((read_hostfile(dir + "/slurm").format == HostfileFormat::Slurm));
     const auto local = read_hostfile(dir + "/localhost");
     BOOST_TEST(local.targets.size() == 1u);
     BOOST_TEST(local.targets[0].host == "localhost");
@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(every_bad_line_is_reported_with_file_line_and_text) {
 
 BOOST_AUTO_TEST_CASE(shell_text_is_never_a_host_name) {
     for (const char* bad : {"node;rm", "$(id)", "`id`", "a|b", "-oProxyCommand=x", "a'b", "a\"b", "a&b"}) {
-        const auto errors = errors_of(std::string(bad) + "\n", HostfileFormat::plain);
+        const auto errors = errors_of(std::string(bad) + "\n", HostfileFormat::Plain);
         BOOST_TEST_REQUIRE(errors.size() == 1u, bad);
         BOOST_TEST(errors[0].message.find("is not a host name") != std::string::npos, bad);
     }
@@ -199,14 +199,14 @@ BOOST_AUTO_TEST_CASE(shell_text_is_never_a_host_name) {
 }
 
 BOOST_AUTO_TEST_CASE(form_specific_errors) {
-    BOOST_TEST(errors_of("a b\n", HostfileFormat::plain)[0].message.find("one host per line") != std::string::npos);
-    BOOST_TEST(errors_of("fd00::1\n", HostfileFormat::hydra)[0].message.find("IPv6") != std::string::npos);
+    BOOST_TEST(errors_of("a b\n", HostfileFormat::Plain)[0].message.find("one host per line") != std::string::npos);
+    BOOST_TEST(errors_of("fd00::1\n", HostfileFormat::Hydra)[0].message.find("IPv6") != std::string::npos);
     BOOST_TEST(errors_of("a:0\n")[0].message.find("at least 1") != std::string::npos);
-    BOOST_TEST(errors_of("a:2 slots=2\n", HostfileFormat::hydra)[0].message.find("Hydra stops at 'slots=2'") !=
+    BOOST_TEST(errors_of("a:2 slots=2\n", HostfileFormat::Hydra)[0].message.find("Hydra stops at 'slots=2'") !=
                std::string::npos);
     BOOST_TEST(errors_of("node[1-\n")[0].message.find("never closed") != std::string::npos);
     BOOST_TEST(errors_of("node[3-1]\n")[0].message.find("backwards") != std::string::npos);
-    BOOST_TEST(errors_of("^node1\n", HostfileFormat::openmpi)[0].message.find("exclusions") != std::string::npos);
+    BOOST_TEST(errors_of("^node1\n", HostfileFormat::OpenMpi)[0].message.find("exclusions") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(mixed_forms_are_refused) {

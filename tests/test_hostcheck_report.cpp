@@ -10,6 +10,7 @@
 #include <string>
 
 using namespace lockstep::hostcheck;
+using namespace lockstep::mpi_launcher;
 using nlohmann::json;
 
 namespace {
@@ -27,7 +28,7 @@ Report sample_report() {
     ok.lines = {1, 3};
     ok.slots = 3;
     ok.addresses = {"10.0.0.1"};
-    ok.status = HostStatus::ok;
+    ok.status = HostStatus::Ok;
     ok.remote = RemoteFacts{"node1",
                             "/usr/bin",
                             {{"orted", "/usr/bin/orted"}},
@@ -39,11 +40,11 @@ Report sample_report() {
     bad.host = "n2";
     bad.lines = {2};
     bad.slots = 1;
-    bad.status = HostStatus::failed;
-    bad.problem = Problem::refused;
+    bad.status = HostStatus::Failed;
+    bad.problem = Problem::Refused;
     bad.evidence = "ssh: connect to host n2 port 22: Connection refused";
     bad.evidence_line = bad.evidence;
-    bad.remedy = remedy_for(Problem::refused, RemedyContext{"n2", "", 22, "", "", ""});
+    bad.remedy = remedy_for(Problem::Refused, RemedyContext{"n2", "", 22, "", "", ""});
     r.hosts = {ok, bad};
     r.environment = {EnvironmentGroup{"Open MPI 4.1.4", {{"orted", "/usr/bin/orted"}}, {"n1"}}};
     r.mpirun.reason = "no host passed the ssh probe";
@@ -91,11 +92,11 @@ BOOST_AUTO_TEST_CASE(exit_codes) {
     BOOST_TEST(r.exit_code() == 1);
     r.hosts.pop_back();
     BOOST_TEST(r.exit_code() == 0);
-    r.hosts[0].status = HostStatus::warning;  // same_machine and the like count as problems
+    r.hosts[0].status = HostStatus::Warning;  // same_machine and the like count as problems
     BOOST_TEST(r.exit_code() == 1);
-    r.hosts[0].status = HostStatus::ok;
+    r.hosts[0].status = HostStatus::Ok;
     r.mesh.ran = true;
-    r.mesh.pairs.push_back(MeshPair{0, 0, false, Problem::auth_denied, "denied", "fix"});
+    r.mesh.pairs.push_back(MeshPair{0, 0, false, Problem::AuthDenied, "denied", "fix"});
     BOOST_TEST(r.exit_code() == 1);
     r.mesh.pairs.clear();
     r.mpirun.ran = true;
@@ -147,7 +148,7 @@ BOOST_AUTO_TEST_CASE(parse_only_runs_need_no_network) {
     o.skip = {"resolve", "probe"};
     const Report r = run_hostcheck(o);
     BOOST_TEST(r.hosts.size() == 3u);
-    BOOST_TEST((r.hosts[0].status == HostStatus::skipped));
+    BOOST_TEST((r.hosts[0].status == HostStatus::Skipped));
     BOOST_TEST(r.exit_code() == 0);
     BOOST_TEST(!r.mesh.ran);
     BOOST_TEST(!r.mpirun.ran);

@@ -1,17 +1,24 @@
-// Unit tests of the launcher's pure parts: shell-like splitting and quoting, flavour detection from version text,
-// and the command built for each flavour.
+// Unit tests of the launcher's pure parts: shell-like splitting and quoting, the launcher chosen from version text,
+// and the command built for each launcher.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 
 #include "launch/launcher.hpp"
 
 namespace ln = lockstep::launch;
+namespace ml = lockstep::mpi_launcher;
 
-namespace lockstep::launch {
-std::ostream& operator<<(std::ostream& os, Flavour f) {
-    return os << flavour_name(f);
+namespace lockstep::mpi_launcher {
+std::ostream& operator<<(std::ostream& os, Launcher l) {
+    return os << to_string(l);
 }
-}  // namespace lockstep::launch
+}  // namespace lockstep::mpi_launcher
+
+namespace {
+std::optional<ml::Launcher> launcher_from_version_text(std::string_view text) {
+    return ml::launcher_for(ml::parse_mpi_version(text).flavour);
+}
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(splits_like_a_shell) {
     using V = std::vector<std::string>;
@@ -38,12 +45,12 @@ BOOST_AUTO_TEST_CASE(quotes_for_a_shell) {
 
 BOOST_AUTO_TEST_CASE(detects_the_mpi_flavour) {
     BOOST_TEST(
-        ln::flavour_from_version_text("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/").value() ==
-        ln::Flavour::openmpi);
-    BOOST_TEST(ln::flavour_from_version_text("HYDRA build details:\n    Version: 4.0.2").value() == ln::Flavour::hydra);
-    BOOST_TEST(ln::flavour_from_version_text("Intel(R) MPI Library for Linux* OS, Version 2021.6").value() ==
-               ln::Flavour::hydra);
-    BOOST_TEST(!ln::flavour_from_version_text("something else 1.0").has_value());
+        launcher_from_version_text("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/").value() ==
+        ml::Launcher::OpenMpi);
+    BOOST_TEST(launcher_from_version_text("HYDRA build details:\n    Version: 4.0.2").value() == ml::Launcher::Hydra);
+    BOOST_TEST(launcher_from_version_text("Intel(R) MPI Library for Linux* OS, Version 2021.6").value() ==
+               ml::Launcher::Hydra);
+    BOOST_TEST(!launcher_from_version_text("something else 1.0").has_value());
 }
 
 namespace {
@@ -59,7 +66,7 @@ const ln::Environment base_env{{"LOCKSTEP_CONFIG_FILE", ""}, {"LOCKSTEP_SEED", "
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(flags_become_forwarded_variables) {
-    const ln::Plan plan = ln::plan_launch(request(), ln::Flavour::openmpi, base_env, false);
+    const ln::Plan plan = ln::plan_launch(request(), ml::Launcher::OpenMpi, base_env, false);
     BOOST_TEST(plan.environment.at("LOCKSTEP_DEBUG_MODE") == "0");
     BOOST_TEST(plan.environment.at("LOCKSTEP_TIMEOUT") == "90s");
     BOOST_TEST(plan.environment.at("LOCKSTEP_LAUNCHER_FLAGS") == "LOCKSTEP_DEBUG_MODE,LOCKSTEP_TIMEOUT");
@@ -86,14 +93,14 @@ BOOST_AUTO_TEST_CASE(root_and_flavours) {
     auto r = request();
     r.npernode = 4;
     r.hostfile = "hosts";
-    const auto root = ln::plan_launch(r, ln::Flavour::openmpi, base_env, true);
+    const auto root = ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, true);
     BOOST_TEST(root.command.at(1) == "--allow-run-as-root");
-    const auto hydra = ln::plan_launch(r, ln::Flavour::hydra, base_env, true);
+    const auto hydra = ln::plan_launch(r, ml::Launcher::Hydra, base_env, true);
     const std::vector<std::string> hydra_head{
         "mpirun", "-n", "2", "-f", "hosts", "-ppn", "4", "-genv", "LOCKSTEP_CONFIG_FILE", ""};
     BOOST_TEST(std::vector<std::string>(hydra.command.begin(), hydra.command.begin() + 10) == hydra_head,
                boost::test_tools::per_element());
-    const auto srun = ln::plan_launch(r, ln::Flavour::srun, base_env, true);
+    const auto srun = ln::plan_launch(r, ml::Launcher::Srun, base_env, true);
     BOOST_TEST(srun.command.at(0) == "srun");
     BOOST_TEST(srun.command.at(1) == "--ntasks=2");
     BOOST_TEST(srun.command.at(4) ==
@@ -104,17 +111,17 @@ BOOST_AUTO_TEST_CASE(root_and_flavours) {
 BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors) {
     auto r = request();
     r.timeout = "-1";
-    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false), ln::UsageError);
     r = request();
     r.log_level = "chatty";
-    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false), ln::UsageError);
     r = request();
     r.program.clear();
-    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false), ln::UsageError);
     r = request();
     r.config_file = "/nonexistent/config.yaml";
-    BOOST_CHECK_THROW((void)ln::plan_launch(r, ln::Flavour::openmpi, base_env, false), ln::UsageError);
+    BOOST_CHECK_THROW((void)ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false), ln::UsageError);
     r = request();
     r.num_processes.reset();
-    BOOST_TEST(ln::plan_launch(r, ln::Flavour::openmpi, base_env, false).num_processes == 1);
+    BOOST_TEST(ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false).num_processes == 1);
 }

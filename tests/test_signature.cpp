@@ -3,6 +3,9 @@
 
 #include <lockstep.hpp>
 
+#include <collectives/rank_groups.hpp>
+#include <collectives/wire_signature.hpp>
+
 #include <nlohmann/json.hpp>
 
 using namespace lockstep;
@@ -18,7 +21,7 @@ Signature make(OpKind op, Shape shape, DType dtype = DType::Float32, int root = 
     s.shape_hash = shape_hash(shape);
     s.trailing_hash = varying_dim >= 0 ? shape_hash(shape, varying_dim) : s.shape_hash;
     s.numel = shape_numel(shape);
-    s.shape = Shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(std::min(shape.size(), max_wire_dims)));
+    s.shape = Shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(shape.size(), 8)));
     s.root = root;
     s.reduce_op = reduce;
     s.varying_dim = varying_dim;
@@ -27,7 +30,9 @@ Signature make(OpKind op, Shape shape, DType dtype = DType::Float32, int root = 
     s.line = 42;
     return s;
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(agreeing_signatures_pass) {
@@ -71,7 +76,8 @@ BOOST_AUTO_TEST_CASE(each_field_mismatch_is_named) {
          {make(OpKind::Allgather, {4}, DType::Float32), make(OpKind::Allgather, {4}, DType::Float64)},
          {"due to dtype mismatches", "Input dtypes:", "Process 0: float32", "Process 1: float64"}},
         {"op kind",
-         {make(OpKind::Allreduce, {4}, DType::Float32, -1, ReduceOp::Sum), make(OpKind::Broadcast, {4}, DType::Float32, 0)},
+         {make(OpKind::Allreduce, {4}, DType::Float32, -1, ReduceOp::Sum),
+          make(OpKind::Broadcast, {4}, DType::Float32, 0)},
          {"due to mismatched operations", "Process 0: `lockstep::allreduce` (call #1)",
           "Process 1: `lockstep::broadcast` (call #1)"}},
         {"root",
@@ -86,7 +92,8 @@ BOOST_AUTO_TEST_CASE(each_field_mismatch_is_named) {
           make(OpKind::Allreduce, {4}, DType::Float32, -1, ReduceOp::Sum, 4)},
          {"due to sequence mismatches", "skipped a call", "Process 0: #5", "Process 1: #4"}},
         {"shape and dtype together",
-         {make(OpKind::Reduce, {4}, DType::Float32, 0, ReduceOp::Sum), make(OpKind::Reduce, {5}, DType::Int64, 0, ReduceOp::Sum)},
+         {make(OpKind::Reduce, {4}, DType::Float32, 0, ReduceOp::Sum),
+          make(OpKind::Reduce, {5}, DType::Int64, 0, ReduceOp::Sum)},
          {"due to shape and dtype mismatches", "Input shapes:", "Input dtypes:"}},
     };
     for (const auto& c : cases) {
@@ -112,26 +119,88 @@ BOOST_AUTO_TEST_CASE(uneven_ops_compare_only_the_other_dimensions) {
     BOOST_TEST(!check_signatures(pad).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(wire_round_trip_keeps_every_field_and_folds_long_shapes) {
-    Signature s = make(OpKind::ReduceScatter, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, DType::BFloat16, -1, ReduceOp::Mean, 77);
-    s.tag = "grad-sync";
-    s.function = "void train_step(int)";
-    const Signature back = from_wire(to_wire(s));
+BOOST_AUTO_TEST_CASE(wire_round_trip_keeps_every_field_of_the_call_record_and_folds_long_shapes) {
+    using detail::CallInfo;
+    const Tensor t = Tensor::zeros({2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, DType::BFloat16);
+    const CallSite site{.tag = "grad-sync"};
+    const CallInfo call{.op = OpKind::ReduceScatter, .input = &t, .reduce_op = ReduceOp::Mean, .site = site};
+    const Signature back = detail::decode_signature(detail::encode_signature(call, 77));
     BOOST_TEST(back.sequence == 77u);
     BOOST_TEST((back.op == OpKind::ReduceScatter));
     BOOST_TEST((back.dtype == DType::BFloat16));
     BOOST_TEST((back.reduce_op == ReduceOp::Mean));
+    BOOST_TEST((back.device_type == DeviceType::CPU));
+    BOOST_TEST(back.root == -1);
     BOOST_TEST(back.rank_of_shape == 10);
-    BOOST_TEST(back.shape.size() == max_wire_dims);
-    BOOST_TEST(back.shape_hash == s.shape_hash);
-    BOOST_TEST(back.numel == s.numel);
+    BOOST_TEST(back.shape.size() == detail::max_record_dims);
+    BOOST_TEST(back.shape_hash == shape_hash(t.shape()));
+    BOOST_TEST(back.numel == t.numel());
     BOOST_TEST(back.tag == "grad-sync");
-    BOOST_TEST(back.function == "void train_step(int)");
-    BOOST_TEST(back.call_site() == "train.cpp:42");
+    BOOST_TEST(back.file == "test_signature.cpp");  // the base name of the caller's file
+    BOOST_TEST(back.line == site.line());
+    BOOST_TEST(contains(back.function, "test_method"));
     BOOST_TEST(contains(back.shape_text(), "(10 dims"));
     // Two long shapes that differ only past the leading dimensions still differ.
-    Signature other = make(OpKind::ReduceScatter, {2, 3, 4, 5, 6, 7, 8, 9, 10, 12}, DType::BFloat16, -1, ReduceOp::Mean, 77);
-    BOOST_TEST(check_signatures({back, from_wire(to_wire(other))}).has_value());
+    const Tensor u = Tensor::zeros({2, 3, 4, 5, 6, 7, 8, 9, 10, 12}, DType::BFloat16);
+    const CallInfo other{.op = OpKind::ReduceScatter, .input = &u, .reduce_op = ReduceOp::Mean, .site = site};
+    const auto a = detail::encode_signature(call, 77);
+    const auto b = detail::encode_signature(other, 77);
+    BOOST_TEST(!detail::wire_signatures_agree({a, b}));
+    BOOST_TEST(detail::wire_signatures_agree({a, a}));
+    BOOST_TEST(check_signatures({back, detail::decode_signature(b)}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(wire_comparison_follows_the_operation_table) {
+    using detail::CallInfo;
+    const Tensor t = Tensor::zeros({4, 2});
+    // A root differs: a mismatch for rooted operations only.
+    for (const detail::OpTraits& op : detail::op_table) {
+        if (op.point_to_point) continue;
+        const CallInfo r0{.op = op.op, .input = &t, .root = 0};
+        const CallInfo r1{.op = op.op, .input = &t, .root = 1};
+        BOOST_TEST(detail::wire_signatures_agree({detail::encode_signature(r0, 3), detail::encode_signature(r1, 3)}) ==
+                       !op.has_root,
+                   op.name);
+        const CallInfo sum{.op = op.op, .input = &t, .reduce_op = ReduceOp::Sum};
+        const CallInfo max{.op = op.op, .input = &t, .reduce_op = ReduceOp::Max};
+        BOOST_TEST(detail::wire_signatures_agree(
+                       {detail::encode_signature(sum, 3), detail::encode_signature(max, 3)}) == !op.has_reduce_op,
+                   op.name);
+        BOOST_TEST(op_name(op.op) == op.name);
+    }
+    // Names come from the one table; an unknown value (a corrupt record) has a name too.
+    BOOST_TEST(op_name(OpKind::Allreduce) == "lockstep::allreduce");
+    BOOST_TEST(op_name(static_cast<OpKind>(200)) == "lockstep::unknown");
+    BOOST_TEST(reduce_op_name(ReduceOp::Mean) == "mean");
+    BOOST_TEST(reduce_op_name(static_cast<ReduceOp>(200)) == "unknown");
+    // The dimension allowed to vary: only the others are compared.
+    const Tensor wide = Tensor::zeros({3, 2});
+    const CallInfo a{.op = OpKind::GatherUneven, .input = &t, .varying_dim = 0};
+    const CallInfo b{.op = OpKind::GatherUneven, .input = &wide, .varying_dim = 0};
+    BOOST_TEST(detail::wire_signatures_agree({detail::encode_signature(a, 1), detail::encode_signature(b, 1)}));
+    BOOST_TEST(!detail::wire_signatures_agree({detail::encode_signature(a, 1), detail::encode_signature(a, 2)}));
+}
+
+BOOST_AUTO_TEST_CASE(fixed_text_cuts_long_names_at_a_token_boundary) {
+    detail::FixedText<16> text;
+    text.assign("short");
+    BOOST_TEST(text.str() == "short");
+    // Keeping the end: the innermost scope, never a word cut in its middle.
+    text.assign("lockstep::Communicator::allreduce_", /*keep_end=*/true);
+    BOOST_TEST(text.str() == "allreduce_");
+    // Keeping the start.
+    text.assign("train_step(int, lockstep::Tensor&)");
+    BOOST_TEST(text.str() == "train_step(int,");
+    BOOST_TEST(text.str().size() < 16u);
+    // No boundary near the cut: cut where it must.
+    text.assign(std::string(40, 'x'), /*keep_end=*/true);
+    BOOST_TEST(text.str() == std::string(15, 'x'));
+}
+
+BOOST_AUTO_TEST_CASE(ranks_group_by_value_in_order_of_their_lowest_rank) {
+    BOOST_TEST(detail::grouped_by_value({"a", "b", "a", "a"}) == "  - Processes 0, 2-3: a\n  - Process 1: b\n");
+    BOOST_TEST(detail::processes_text({}) == "none");
+    BOOST_TEST(detail::processes_text({4}) == "Process 4");
 }
 
 BOOST_AUTO_TEST_CASE(mismatch_error_carries_signatures_as_json) {

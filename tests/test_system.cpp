@@ -6,8 +6,10 @@
 using namespace lockstep;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
 }
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(kernel_versions_parse) {
     struct Case {

@@ -19,7 +19,9 @@ std::string error_text(Fn&& fn) {
     }
     return "<no error>";
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(empty_has_shape_numel_bytes_and_prints) {
@@ -83,7 +85,8 @@ BOOST_AUTO_TEST_CASE(arange_counts_like_python) {
     BOOST_TEST(Tensor::arange(5).to_vector<std::int64_t>() == (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
     BOOST_TEST(Tensor::arange(1, 2, 0.25, DType::Float64).to_vector<double>() ==
                (std::vector<double>{1.0, 1.25, 1.5, 1.75}));
-    BOOST_TEST(Tensor::arange(5, 0, -2, DType::Int32).to_vector<std::int32_t>() == (std::vector<std::int32_t>{5, 3, 1}));
+    BOOST_TEST(Tensor::arange(5, 0, -2, DType::Int32).to_vector<std::int32_t>() ==
+               (std::vector<std::int32_t>{5, 3, 1}));
     BOOST_TEST(Tensor::arange(3, 3, 1).numel() == 0);
     BOOST_TEST(Tensor::arange(3, 0, 1).numel() == 0);
     BOOST_CHECK_THROW((void)Tensor::arange(0, 1, 0), InvalidArgumentError);

@@ -11,22 +11,22 @@
 #include <thread>
 
 using lockstep::detail::Board;
-using lockstep::detail::OpRecord;
+using lockstep::detail::CallRecord;
 
 namespace {
 // A record whose every field is derived from its call number, so that a torn read shows as a mismatch.
-OpRecord record_for(std::uint64_t call) {
-    OpRecord r;
+CallRecord record_for(std::uint64_t call) {
+    CallRecord r;
     r.sequence = call;
     r.line = static_cast<unsigned>(call);
-    r.tag = static_cast<int>(call % 1000003);
+    r.message_tag = static_cast<int>(call % 1000003);
     r.root = static_cast<int>(call % 7);
     r.ndim = 8;
     for (int d = 0; d < 8; ++d) r.dims[d] = static_cast<std::int64_t>(call) + d;
     return r;
 }
-bool consistent(const OpRecord& r) {
-    bool ok = r.line == static_cast<unsigned>(r.sequence) && r.tag == static_cast<int>(r.sequence % 1000003) &&
+bool consistent(const CallRecord& r) {
+    bool ok = r.line == static_cast<unsigned>(r.sequence) && r.message_tag == static_cast<int>(r.sequence % 1000003) &&
               r.root == static_cast<int>(r.sequence % 7) && r.ndim == 8;
     for (int d = 0; d < 8; ++d) ok = ok && r.dims[d] == static_cast<std::int64_t>(r.sequence) + d;
     return ok;

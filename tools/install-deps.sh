@@ -8,7 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libboost-log-dev libboost-test-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  python3
+  python3 clang-format
   openssh-server openssh-client pdsh python3-jsonschema
 )
 

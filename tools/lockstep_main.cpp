@@ -20,10 +20,8 @@ int main(int argc, char** argv) {
     app.footer("Run 'lockstep COMMAND --help' for the options of a command.");
 
     std::vector<lockstep::tools::Subcommand> subcommands{
-        lockstep::tools::add_hostcheck_command(app),
-        lockstep::tools::add_launch_command(app),
-        lockstep::tools::add_config_command(app),
-        lockstep::tools::add_env_command(app),
+        lockstep::tools::add_hostcheck_command(app), lockstep::tools::add_launch_command(app),
+        lockstep::tools::add_config_command(app),    lockstep::tools::add_env_command(app),
         lockstep::tools::add_test_command(app),
     };
 

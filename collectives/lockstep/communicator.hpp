@@ -1,16 +1,17 @@
 #pragma once
 // Communicator: collectives on lockstep tensors over an MPI communicator.
 //
-// Every collective goes through one funnel (Communicator::Impl::run in communicator.cpp):
-//   1. In debug mode, one MPI_Allgather of a fixed-size Signature on a control communicator (a duplicate, so it never
+// Every operation fills one call record and goes through one funnel (collectives/communicator_impl.hpp):
+//   1. The call is recorded on the communicator's progress board read by the watchdog (plain stores: no lock, MPI
+//      call, system call or clock read).
+//   2. In debug mode, one MPI_Allgather of a fixed-size signature on a control communicator (a duplicate, so it never
 //      matches payload traffic). Every rank compares all signatures by the same rule; on a mismatch every rank throws
 //      the same SignatureMismatchError and no payload call is made. Debug off: no extra MPI call at all.
-//   2. The op is recorded on the communicator's progress board read by the watchdog (plain stores: no lock, MPI call,
-//      system call or clock read).
 //   3. The payload MPI call, on host memory, on device memory when MPI is CUDA-aware, or staged through pinned host
 //      buffers in chunks otherwise.
 // Results are new tensors on the input's device; functions ending in `_` work in place.
 
+#include <lockstep/export.hpp>
 #include <lockstep/signature.hpp>
 #include <lockstep/tensor.hpp>
 
@@ -28,13 +29,13 @@ struct CommunicatorOptions {
 };
 
 struct CommunicatorStats {
-    std::uint64_t collectives = 0;        // collective calls made (send/recv not counted)
-    std::uint64_t signature_checks = 0;   // debug-mode signature exchanges
-    std::uint64_t mpi_calls = 0;          // MPI calls lockstep made for those collectives, exchanges included
-    double wait_seconds = 0.0;            // wall time spent inside collectives
+    std::uint64_t collectives = 0;       // collective calls made (send/recv not counted)
+    std::uint64_t signature_checks = 0;  // debug-mode signature exchanges
+    std::uint64_t mpi_calls = 0;         // MPI calls lockstep made for those collectives, exchanges included
+    double wait_seconds = 0.0;           // wall time spent inside collectives
 };
 
-class Communicator {
+class LOCKSTEP_API Communicator {
 public:
     // Duplicates `comm` (lockstep never uses or frees the caller's handle). Collective over `comm`.
     explicit Communicator(MPI_Comm comm, CommunicatorOptions options = {});
@@ -95,14 +96,13 @@ public:
     // batch across ranks (pass the number of real samples left in the dataset).
     [[nodiscard]] Tensor gather_for_metrics(const Tensor& t, std::int64_t valid_rows, CallSite site = {});
 
-    struct Impl;
-
 private:
+    struct LOCKSTEP_HIDDEN Impl;  // collectives/communicator_impl.hpp
     explicit Communicator(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
 
 // Whether MPI can take CUDA device pointers (asked of MPI at run time; LOCKSTEP_CUDA_AWARE=0/1 overrides).
-[[nodiscard]] bool mpi_is_cuda_aware();
+[[nodiscard]] LOCKSTEP_API bool mpi_is_cuda_aware();
 
 }  // namespace lockstep

@@ -8,6 +8,7 @@
 // kernels older than 5.5.
 
 #include <lockstep/communicator.hpp>
+#include <lockstep/export.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -16,27 +17,28 @@
 
 namespace lockstep {
 
-struct DeviceInventory {
+struct LOCKSTEP_API DeviceInventory {
     int rank = 0;
     std::string host;
-    std::string device;             // "cpu" or "cuda:N"
-    std::string name;               // GPU name, or CPU model
-    std::size_t memory_bytes = 0;   // GPU memory, or host RAM (the cpu_memory_limit when lower)
-    int compute_units = 0;          // streaming multiprocessors, or CPU cores
-    std::string kernel;             // uname -r
+    std::string device;            // "cpu" or "cuda:N"
+    std::string name;              // GPU name, or CPU model
+    std::size_t memory_bytes = 0;  // GPU memory, or host RAM (the cpu_memory_limit when lower)
+    int compute_units = 0;         // streaming multiprocessors, or CPU cores
+    std::string kernel;            // uname -r
 
     // "cuda NVIDIA H200, 139.81 GiB, 132 SMs" or "cpu Intel Xeon ..., 2 cores, 23.45 GiB": what must match.
     [[nodiscard]] std::string describe() const;
 };
 
 // This process's entry (rank from the current identity).
-[[nodiscard]] DeviceInventory local_inventory();
+[[nodiscard]] LOCKSTEP_API DeviceInventory local_inventory();
 // Collective over `comm`: every rank's entry, in rank order.
-[[nodiscard]] std::vector<DeviceInventory> gather_inventory(Communicator& comm);
+[[nodiscard]] LOCKSTEP_API std::vector<DeviceInventory> gather_inventory(Communicator& comm);
 // The warning for a table whose ranks differ, nullopt when they all match.
-[[nodiscard]] std::optional<std::string> compare_inventories(const std::vector<DeviceInventory>& inventory);
+[[nodiscard]] LOCKSTEP_API std::optional<std::string> compare_inventories(
+    const std::vector<DeviceInventory>& inventory);
 // Collective over `comm`: gathers the inventory; the main process logs the kernel and inventory warnings.
 // Returns the inventory.
-std::vector<DeviceInventory> run_startup_checks(Communicator& comm);
+LOCKSTEP_API std::vector<DeviceInventory> run_startup_checks(Communicator& comm);
 
 }  // namespace lockstep

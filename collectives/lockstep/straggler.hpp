@@ -1,11 +1,13 @@
 #pragma once
 // Straggler report: where each rank's time went, compute against waiting in collectives.
 //
-// Every collective adds its wall time to its process's wait total (the clock readings the watchdog uses anyway). A rank
-// that computes longer than the others makes them wait in the next collective, so the rank that waits least is the
-// one the others wait for. The report gathers (time since start, wait) from every rank in one MPI_Allgather.
+// Every collective adds its duration (two readings of the time-stamp counter) to its communicator's wait counter; the
+// report sums them over the process. A rank that computes longer than the others makes them wait in the next
+// collective, so the rank that waits least is the one the others wait for. The report gathers every rank's host,
+// time since start and wait in one allgather.
 
 #include <lockstep/communicator.hpp>
+#include <lockstep/export.hpp>
 
 #include <string>
 #include <vector>
@@ -22,12 +24,12 @@ struct StragglerRow {
 
 // This process's totals: seconds since the world communicator was created, and seconds inside collectives of any
 // communicator.
-[[nodiscard]] StragglerRow local_straggler_row();
+[[nodiscard]] LOCKSTEP_API StragglerRow local_straggler_row();
 // Collective over `comm`: every rank's row, in rank order.
-[[nodiscard]] std::vector<StragglerRow> gather_straggler_rows(Communicator& comm);
+[[nodiscard]] LOCKSTEP_API std::vector<StragglerRow> gather_straggler_rows(Communicator& comm);
 // The table and the verdict naming the rank the others wait for.
-[[nodiscard]] std::string format_straggler_report(const std::vector<StragglerRow>& rows);
+[[nodiscard]] LOCKSTEP_API std::string format_straggler_report(const std::vector<StragglerRow>& rows);
 // Collective over `comm`: gathers, formats, and logs the report on the main process; returns it on every rank.
-std::string straggler_report(Communicator& comm = Communicator::world());
+LOCKSTEP_API std::string straggler_report(Communicator& comm = Communicator::world());
 
 }  // namespace lockstep

@@ -8,12 +8,13 @@
 // trigger since the last check, then clears it everywhere. All ranks therefore leave the loop in the same iteration.
 
 #include <lockstep/communicator.hpp>
+#include <lockstep/export.hpp>
 
 namespace lockstep {
 
 // Sets this process's trigger for `comm` (no communication).
-void set_trigger(const Communicator& comm = Communicator::world());
+LOCKSTEP_API void set_trigger(const Communicator& comm = Communicator::world());
 // Collective over `comm`: true everywhere if any rank set its trigger; clears the trigger on every rank.
-[[nodiscard]] bool check_trigger(Communicator& comm = Communicator::world(), CallSite site = {});
+[[nodiscard]] LOCKSTEP_API bool check_trigger(Communicator& comm = Communicator::world(), CallSite site = {});
 
 }  // namespace lockstep

@@ -28,8 +28,8 @@ void print_in_rank_order(const lockstep::Runtime& rt, const std::string& line) {
         total += lengths[i];
     }
     std::string all(static_cast<std::size_t>(id.is_main_process() ? total : 0), '\0');
-    LOCKSTEP_MPI_CHECK(MPI_Gatherv(line.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
-                                   0, rt.comm()));
+    LOCKSTEP_MPI_CHECK(
+        MPI_Gatherv(line.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, rt.comm()));
     if (id.is_main_process()) {
         for (std::size_t i = 0; i < lengths.size(); ++i) {
             std::fwrite(all.data() + offsets[i], 1, static_cast<std::size_t>(lengths[i]), stdout);
@@ -68,7 +68,8 @@ int main() {
             const auto stats = lockstep::allocator_for(lockstep::Device::cpu()).stats();
             std::printf("host allocator: %llu allocations, %llu from cache, peak %s\n",
                         static_cast<unsigned long long>(stats.num_allocations),
-                        static_cast<unsigned long long>(stats.cache_hits), lockstep::format_bytes(stats.peak_bytes).c_str());
+                        static_cast<unsigned long long>(stats.cache_hits),
+                        lockstep::format_bytes(stats.peak_bytes).c_str());
         }
         return got == expected ? 0 : 1;
     } catch (const lockstep::Error& e) {

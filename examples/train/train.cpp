@@ -10,8 +10,8 @@
 
 #include <lockstep.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -61,7 +61,8 @@ Dataset make_dataset(std::int64_t n, std::int64_t features, std::uint64_t seed) 
     for (std::int64_t i = 0; i < n; ++i) {
         double dot = 0.0;
         for (std::int64_t f = 0; f < features; ++f) dot += static_cast<double>(x[i * features + f]) * w[f];
-        y[i] = static_cast<float>(std::tanh(dot) + 0.1 * x[i * features] * x[i * features + 1] + 0.01 * gen.next_normal());
+        y[i] =
+            static_cast<float>(std::tanh(dot) + 0.1 * x[i * features] * x[i * features + 1] + 0.01 * gen.next_normal());
     }
     return d;
 }
@@ -73,8 +74,8 @@ Tensor take_rows(const Tensor& t, const std::vector<std::int64_t>& index, std::i
     Tensor out = Tensor::empty({end - begin, width});
     const auto row_bytes = static_cast<std::size_t>(width) * sizeof(float);
     for (std::int64_t i = begin; i < end; ++i) {
-        std::memcpy(out.data<float>() + (i - begin) * width, t.data<float>() + index[static_cast<std::size_t>(i)] * width,
-                    row_bytes);
+        std::memcpy(out.data<float>() + (i - begin) * width,
+                    t.data<float>() + index[static_cast<std::size_t>(i)] * width, row_bytes);
     }
     return out.to(device);
 }
@@ -199,8 +200,8 @@ int run(const Options& opt) {
     const std::int64_t global = global_batch_size(batch, size);
     const std::int64_t steps = opt.train_samples / global;
     if (steps == 0) {
-        throw InvalidArgumentError(fmt::format("the global batch {} is larger than the {} training samples", global,
-                                               opt.train_samples));
+        throw InvalidArgumentError(
+            fmt::format("the global batch {} is larger than the {} training samples", global, opt.train_samples));
     }
     log.info("batch {} per process, {} global, {} steps per epoch", batch, global, steps);
 
@@ -259,10 +260,11 @@ int run(const Options& opt) {
     }
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto comm_stats = comm.stats();
-    log.info("done: {} epochs, final train loss {:.6f}, val loss {:.6f}, batch {} per process ({} global), {:.2f} s "
-             "({:.3f} s per epoch, {:.1f} % of this rank's time in collectives)",
-             epochs_run, train_losses.back(), val_losses.back(), batch, global, total, total / epochs_run,
-             100.0 * (comm_stats.wait_seconds - wait_before) / std::max(total, 1e-9));
+    log.info(
+        "done: {} epochs, final train loss {:.6f}, val loss {:.6f}, batch {} per process ({} global), {:.2f} s "
+        "({:.3f} s per epoch, {:.1f} % of this rank's time in collectives)",
+        epochs_run, train_losses.back(), val_losses.back(), batch, global, total, total / epochs_run,
+        100.0 * (comm_stats.wait_seconds - wait_before) / std::max(total, 1e-9));
     const std::string report = Runtime::report();
     if (rank == 0 && !opt.losses_file.empty()) {
         std::ofstream out(opt.losses_file);
@@ -294,7 +296,8 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--lr", opt.learning_rate, "Learning rate")->check(CLI::PositiveNumber);
     app.add_option("--seed", opt.seed, "Seed of data, initialisation and shuffling");
-    app.add_option("--patience", opt.patience, "Epochs without improvement before stopping")->check(CLI::PositiveNumber);
+    app.add_option("--patience", opt.patience, "Epochs without improvement before stopping")
+        ->check(CLI::PositiveNumber);
     app.add_flag("--debug", opt.debug, "Check every collective's signature across ranks");
     app.add_option("--losses-file", opt.losses_file, "Write per-epoch losses (exact hexadecimal floats) here");
     CLI11_PARSE(app, argc, argv);

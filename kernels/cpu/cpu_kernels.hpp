@@ -3,7 +3,7 @@
 // already checked devices, dtypes and shapes and allocated every output; these functions only compute.
 // Tensors are contiguous, so each one is read as a flat array of numel() elements.
 
-#include "op_kinds.hpp"
+#include "../op_kinds.hpp"
 
 #include <lockstep/tensor.hpp>
 
@@ -23,7 +23,7 @@ void axpy(double alpha, const Tensor& x, Tensor& y);
 [[nodiscard]] bool any_zero(const Tensor& t);
 
 // out[o, i] = op over j of in[o, j, i]; out has the dtype the dispatch chose (int64 for integer sums).
-void reduce(ReduceOp op, const Tensor& in, ReduceGeometry geometry, Tensor& out);
+void reduce(Reduction op, const Tensor& in, ReduceGeometry geometry, Tensor& out);
 
 // out = op(a) @ op(b) for 2-d row-major tensors of one floating dtype.
 void matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, Tensor& out);

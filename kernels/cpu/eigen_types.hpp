@@ -3,7 +3,7 @@
 // in, flat maps without copies, the element conversion rules and dtype visitors that leave out what an operation
 // does not accept.
 
-#include "scalar_conversion.hpp"
+#include "../scalar_conversion.hpp"
 
 #include <lockstep/tensor.hpp>
 

@@ -47,26 +47,26 @@ template <typename E>
 using extreme_t = std::conditional_t<std::is_integral_v<E>, E, float_compute_t<E>>;
 
 template <typename Xpr>
-[[nodiscard]] auto extreme(ReduceOp op, const Xpr& values) {
+[[nodiscard]] auto extreme(Reduction op, const Xpr& values) {
     using Acc = typename Xpr::Scalar;
     if constexpr (std::is_floating_point_v<Acc>) {
-        return op == ReduceOp::Max ? values.template maxCoeff<Eigen::PropagateNaN>()
-                                   : values.template minCoeff<Eigen::PropagateNaN>();
+        return op == Reduction::Max ? values.template maxCoeff<Eigen::PropagateNaN>()
+                                    : values.template minCoeff<Eigen::PropagateNaN>();
     } else {
-        return op == ReduceOp::Max ? values.maxCoeff() : values.minCoeff();
+        return op == Reduction::Max ? values.maxCoeff() : values.minCoeff();
     }
 }
 
 template <typename Acc, typename Xpr>
-void combine_extreme(ReduceOp op, Array1<Acc>& acc, const Xpr& slice) {
+void combine_extreme(Reduction op, Array1<Acc>& acc, const Xpr& slice) {
     if constexpr (std::is_floating_point_v<Acc>) {
-        if (op == ReduceOp::Max) {
+        if (op == Reduction::Max) {
             acc = acc.binaryExpr(slice, Eigen::internal::scalar_max_op<Acc, Acc, Eigen::PropagateNaN>());
         } else {
             acc = acc.binaryExpr(slice, Eigen::internal::scalar_min_op<Acc, Acc, Eigen::PropagateNaN>());
         }
     } else {
-        if (op == ReduceOp::Max) {
+        if (op == Reduction::Max) {
             acc = acc.max(slice);
         } else {
             acc = acc.min(slice);
@@ -76,34 +76,34 @@ void combine_extreme(ReduceOp op, Array1<Acc>& acc, const Xpr& slice) {
 
 // One value per contiguous run of `extent` elements: out[o] for o < outer.
 template <typename E, typename Out>
-void reduce_runs(ReduceOp op, const E* in, std::int64_t outer, std::int64_t extent, Out* out) {
+void reduce_runs(Reduction op, const E* in, std::int64_t outer, std::int64_t extent, Out* out) {
     for (std::int64_t o = 0; o < outer; ++o) {
         const Segment<E> run(in + o * extent, extent);
-        if (op == ReduceOp::Max || op == ReduceOp::Min) {
+        if (op == Reduction::Max || op == Reduction::Min) {
             out[o] = convert<Out>(extreme(op, run.template cast<extreme_t<E>>()));
         } else if constexpr (std::is_integral_v<E>) {
             out[o] = static_cast<Out>(run.template cast<std::uint64_t>().sum());
         } else {
             const double total = floating_sum(run.data(), extent);
-            out[o] = convert<Out>(op == ReduceOp::Mean ? total / static_cast<double>(extent) : total);
+            out[o] = convert<Out>(op == Reduction::Mean ? total / static_cast<double>(extent) : total);
         }
     }
 }
 
 // One row of `inner` values per outer index, combining the `extent` slices in order into an Acc row.
 template <typename Acc, typename E, typename Out>
-void reduce_slices(ReduceOp op, const E* in, ReduceGeometry g, Out* out) {
+void reduce_slices(Reduction op, const E* in, ReduceGeometry g, Out* out) {
     Array1<Acc> acc(g.inner);
     for (std::int64_t o = 0; o < g.outer; ++o) {
         const E* base = in + o * g.extent * g.inner;
         auto slice = [&](std::int64_t j) { return Segment<E>(base + j * g.inner, g.inner).template cast<Acc>(); };
-        if (op == ReduceOp::Max || op == ReduceOp::Min) {
+        if (op == Reduction::Max || op == Reduction::Min) {
             acc = slice(0);
             for (std::int64_t j = 1; j < g.extent; ++j) combine_extreme(op, acc, slice(j));
         } else {
             acc.setZero();
             for (std::int64_t j = 0; j < g.extent; ++j) acc += slice(j);
-            if (op == ReduceOp::Mean) acc /= static_cast<Acc>(g.extent);
+            if (op == Reduction::Mean) acc /= static_cast<Acc>(g.extent);
         }
         Eigen::Map<Array1<Out>>(out + o * g.inner, g.inner) = acc.unaryExpr([](Acc v) { return convert<Out>(v); });
     }
@@ -111,7 +111,7 @@ void reduce_slices(ReduceOp op, const E* in, ReduceGeometry g, Out* out) {
 
 }  // namespace
 
-void reduce(ReduceOp op, const Tensor& in, ReduceGeometry geometry, Tensor& out) {
+void reduce(Reduction op, const Tensor& in, ReduceGeometry geometry, Tensor& out) {
     // bool reads as uint8 (0 or 1); a bool max/min writes 0 or 1 back, which is a valid bool.
     const DType in_dtype = in.dtype() == DType::Bool ? DType::UInt8 : in.dtype();
     const DType out_dtype = out.dtype() == DType::Bool ? DType::UInt8 : out.dtype();
@@ -125,7 +125,7 @@ void reduce(ReduceOp op, const Tensor& in, ReduceGeometry geometry, Tensor& out)
                 auto* dst = static_cast<Out*>(out.data());
                 if (geometry.inner == 1) {
                     reduce_runs(op, src, geometry.outer, geometry.extent, dst);
-                } else if (op == ReduceOp::Max || op == ReduceOp::Min) {
+                } else if (op == Reduction::Max || op == Reduction::Min) {
                     reduce_slices<extreme_t<E>>(op, src, geometry, dst);
                 } else {
                     reduce_slices<sum_acc_t<E>>(op, src, geometry, dst);

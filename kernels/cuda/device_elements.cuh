@@ -3,9 +3,9 @@
 // widening to the compute type and rounding back, the element conversion rules of scalar_conversion.hpp, the launch
 // geometry of grid-stride loops, and a scope that makes a tensor's device current.
 
-#include "cuda_check.hpp"
-#include "scalar_conversion.hpp"
+#include "../scalar_conversion.hpp"
 
+#include <lockstep/internal/cuda_check.hpp>
 #include <lockstep/tensor.hpp>
 
 #include <cuda_bf16.h>

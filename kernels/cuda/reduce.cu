@@ -228,22 +228,22 @@ template <typename Acc>
 
 }  // namespace
 
-void reduce(ReduceOp op, const Tensor& in, ReduceGeometry geometry, Tensor& out) {
+void reduce(Reduction op, const Tensor& in, ReduceGeometry geometry, Tensor& out) {
     const DeviceScope scope(in.device());
     // bool reads as uint8 (0 or 1); a bool max/min writes 0 or 1 back, which is a valid bool.
     const DType in_dtype = in.dtype() == DType::Bool ? DType::UInt8 : in.dtype();
     visit_arithmetic(in_dtype, [&](auto zero) {
         using T = decltype(zero);
         const T* src = device_data<T>(in);
-        if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+        if (op == Reduction::Sum || op == Reduction::Mean) {
             using Acc = std::conditional_t<std::is_integral_v<T>, unsigned long long, compute_t<T>>;
             using Out = std::conditional_t<std::is_integral_v<T>, std::int64_t, T>;
-            const ResultStore<Out, Acc> result{static_cast<Out*>(out.data()), op == ReduceOp::Mean, geometry.extent};
+            const ResultStore<Out, Acc> result{static_cast<Out*>(out.data()), op == Reduction::Mean, geometry.extent};
             run_reduction(geometry, ElementLoad<T, Acc>{src}, SumOp{}, Acc(0), result, in.device());
         } else {
             using Acc = std::conditional_t<std::is_integral_v<T>, long long, compute_t<T>>;
             const ResultStore<T, Acc> result{static_cast<T*>(out.data()), false, geometry.extent};
-            if (op == ReduceOp::Max) {
+            if (op == Reduction::Max) {
                 run_reduction(geometry, ElementLoad<T, Acc>{src}, MaxOp{}, lowest<Acc>(), result, in.device());
             } else {
                 run_reduction(geometry, ElementLoad<T, Acc>{src}, MinOp{}, highest<Acc>(), result, in.device());

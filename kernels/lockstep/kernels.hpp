@@ -11,6 +11,7 @@
 //   InvalidArgumentError. Arithmetic on bool tensors is a DTypeError (fill, copy and cast accept bool).
 // - Results are new tensors on the inputs' device; functions ending in `_` write in place and return their target.
 
+#include <lockstep/export.hpp>
 #include <lockstep/tensor.hpp>
 
 #include <cstdint>
@@ -21,64 +22,81 @@ namespace lockstep::ops {
 // at its bounds, NaN becomes 0) and then wraps into the target width, as C++ converts one integer type to another;
 // anything to bool is `!= 0`; anything to float16/bfloat16 rounds once, to nearest even, from the exact value.
 // fill_ converts `value` by the same rules.
-Tensor& fill_(Tensor& t, double value);
+LOCKSTEP_API Tensor& fill_(Tensor& t, double value);
 // Copies src into dst elementwise, converting dtype if they differ; equal element counts required (shapes may differ).
-Tensor& copy_(Tensor& dst, const Tensor& src);
-[[nodiscard]] Tensor cast(const Tensor& t, DType dtype);
+LOCKSTEP_API Tensor& copy_(Tensor& dst, const Tensor& src);
+[[nodiscard]] LOCKSTEP_API Tensor cast(const Tensor& t, DType dtype);
 
 // ---- elementwise. Integer arithmetic wraps modulo 2^bits (two's complement) and division truncates toward zero.
 // A scalar applied to an integer tensor must be an integer value (InvalidArgumentError otherwise: cast first).
-[[nodiscard]] Tensor add(const Tensor& a, const Tensor& b);
-[[nodiscard]] Tensor sub(const Tensor& a, const Tensor& b);
-[[nodiscard]] Tensor mul(const Tensor& a, const Tensor& b);
-[[nodiscard]] Tensor div(const Tensor& a, const Tensor& b);
-[[nodiscard]] Tensor add(const Tensor& a, double scalar);
-[[nodiscard]] Tensor sub(const Tensor& a, double scalar);
-[[nodiscard]] Tensor mul(const Tensor& a, double scalar);
-[[nodiscard]] Tensor div(const Tensor& a, double scalar);
-Tensor& add_(Tensor& a, const Tensor& b);
-Tensor& sub_(Tensor& a, const Tensor& b);
-Tensor& mul_(Tensor& a, const Tensor& b);
-Tensor& div_(Tensor& a, const Tensor& b);
+[[nodiscard]] LOCKSTEP_API Tensor add(const Tensor& a, const Tensor& b);
+[[nodiscard]] LOCKSTEP_API Tensor sub(const Tensor& a, const Tensor& b);
+[[nodiscard]] LOCKSTEP_API Tensor mul(const Tensor& a, const Tensor& b);
+[[nodiscard]] LOCKSTEP_API Tensor div(const Tensor& a, const Tensor& b);
+[[nodiscard]] LOCKSTEP_API Tensor add(const Tensor& a, double scalar);
+[[nodiscard]] LOCKSTEP_API Tensor sub(const Tensor& a, double scalar);
+[[nodiscard]] LOCKSTEP_API Tensor mul(const Tensor& a, double scalar);
+[[nodiscard]] LOCKSTEP_API Tensor div(const Tensor& a, double scalar);
+LOCKSTEP_API Tensor& add_(Tensor& a, const Tensor& b);
+LOCKSTEP_API Tensor& sub_(Tensor& a, const Tensor& b);
+LOCKSTEP_API Tensor& mul_(Tensor& a, const Tensor& b);
+LOCKSTEP_API Tensor& div_(Tensor& a, const Tensor& b);
 // y += alpha * x (equal shapes).
-Tensor& axpy_(double alpha, const Tensor& x, Tensor& y);
+LOCKSTEP_API Tensor& axpy_(double alpha, const Tensor& x, Tensor& y);
 // t *= alpha.
-Tensor& scale_(Tensor& t, double alpha);
+LOCKSTEP_API Tensor& scale_(Tensor& t, double alpha);
 
 // ---- reductions. Whole-tensor reductions return a 0-d tensor. Integer and bool sums accumulate and return int64;
 // floating sums keep the dtype (float16/bfloat16 accumulate in float32). mean is floating only (DTypeError on
 // integers). max/min keep the dtype (bool included) and propagate NaN; max/min of an empty tensor is an
 // InvalidArgumentError. Along a dimension (negative counts from the end), the dimension is removed unless keepdim.
-[[nodiscard]] Tensor sum(const Tensor& t);
-[[nodiscard]] Tensor mean(const Tensor& t);
-[[nodiscard]] Tensor max(const Tensor& t);
-[[nodiscard]] Tensor min(const Tensor& t);
-[[nodiscard]] Tensor sum(const Tensor& t, std::int64_t dim, bool keepdim = false);
-[[nodiscard]] Tensor mean(const Tensor& t, std::int64_t dim, bool keepdim = false);
-[[nodiscard]] Tensor max(const Tensor& t, std::int64_t dim, bool keepdim = false);
-[[nodiscard]] Tensor min(const Tensor& t, std::int64_t dim, bool keepdim = false);
+[[nodiscard]] LOCKSTEP_API Tensor sum(const Tensor& t);
+[[nodiscard]] LOCKSTEP_API Tensor mean(const Tensor& t);
+[[nodiscard]] LOCKSTEP_API Tensor max(const Tensor& t);
+[[nodiscard]] LOCKSTEP_API Tensor min(const Tensor& t);
+[[nodiscard]] LOCKSTEP_API Tensor sum(const Tensor& t, std::int64_t dim, bool keepdim = false);
+[[nodiscard]] LOCKSTEP_API Tensor mean(const Tensor& t, std::int64_t dim, bool keepdim = false);
+[[nodiscard]] LOCKSTEP_API Tensor max(const Tensor& t, std::int64_t dim, bool keepdim = false);
+[[nodiscard]] LOCKSTEP_API Tensor min(const Tensor& t, std::int64_t dim, bool keepdim = false);
 
 // ---- linear algebra: op(a) @ op(b) for 2-d tensors, op = transpose when the flag is set. Floating dtypes.
-[[nodiscard]] Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+[[nodiscard]] LOCKSTEP_API Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
+                                         bool transpose_b = false);
 
 // ---- activations and losses (floating dtypes)
-[[nodiscard]] Tensor relu(const Tensor& t);
+[[nodiscard]] LOCKSTEP_API Tensor relu(const Tensor& t);
 // grad_output where input > 0, else 0.
-[[nodiscard]] Tensor relu_backward(const Tensor& grad_output, const Tensor& input);
+[[nodiscard]] LOCKSTEP_API Tensor relu_backward(const Tensor& grad_output, const Tensor& input);
 // mean((pred - target)^2) as a 0-d tensor of pred's dtype.
-[[nodiscard]] Tensor mse_loss(const Tensor& pred, const Tensor& target);
+[[nodiscard]] LOCKSTEP_API Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // d mse / d pred = 2 (pred - target) / numel.
-[[nodiscard]] Tensor mse_loss_backward(const Tensor& pred, const Tensor& target);
+[[nodiscard]] LOCKSTEP_API Tensor mse_loss_backward(const Tensor& pred, const Tensor& target);
 
 }  // namespace lockstep::ops
 
 namespace lockstep {
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-inline Tensor operator+(const Tensor& a, double s) { return ops::add(a, s); }
-inline Tensor operator-(const Tensor& a, double s) { return ops::sub(a, s); }
-inline Tensor operator*(const Tensor& a, double s) { return ops::mul(a, s); }
-inline Tensor operator/(const Tensor& a, double s) { return ops::div(a, s); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+    return ops::add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+    return ops::sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+    return ops::mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+    return ops::div(a, b);
+}
+inline Tensor operator+(const Tensor& a, double s) {
+    return ops::add(a, s);
+}
+inline Tensor operator-(const Tensor& a, double s) {
+    return ops::sub(a, s);
+}
+inline Tensor operator*(const Tensor& a, double s) {
+    return ops::mul(a, s);
+}
+inline Tensor operator/(const Tensor& a, double s) {
+    return ops::div(a, s);
+}
 }  // namespace lockstep

@@ -36,6 +36,7 @@
 // or "lockstep.<layer>".
 
 #include <lockstep/config.hpp>
+#include <lockstep/export.hpp>
 
 #include <fmt/format.h>
 
@@ -75,10 +76,10 @@ using LogBlock = std::vector<LogRecord>;
 
 // "2026-12-02 11:20:31.512 INFO  [rank 1/4 node2] train: loss 0.42" in local time, without a newline. With colour the
 // level name is wrapped in ANSI escapes.
-[[nodiscard]] std::string format_text(const LogRecord& record, bool colour = false);
+[[nodiscard]] LOCKSTEP_API std::string format_text(const LogRecord& record, bool colour = false);
 // One JSON object on one line, without a newline: time (ISO 8601, local, with offset), level, logger, rank, size,
 // host, message. Bytes that are not UTF-8 become U+FFFD.
-[[nodiscard]] std::string format_json(const LogRecord& record);
+[[nodiscard]] LOCKSTEP_API std::string format_json(const LogRecord& record);
 
 enum class LogFormat { Text, Json };
 
@@ -96,10 +97,11 @@ inline constexpr const char* format = "LOCKSTEP_LOG_FORMAT";  // text or json, a
 }  // namespace logging_env
 
 // The options the environment asks for. Throws ConfigError naming the variable for a bad LOCKSTEP_LOG_FORMAT.
-[[nodiscard]] LoggingOptions logging_options_from_environment(const EnvironmentLookup& env = process_environment());
+[[nodiscard]] LOCKSTEP_API LoggingOptions
+logging_options_from_environment(const EnvironmentLookup& env = process_environment());
 // Replaces lockstep's sinks (and only those) by the ones `options` asks for. Without a call, the first logger or
 // record sets them up from the environment. Throws ConfigError when the directory cannot be created.
-void configure_logging(const LoggingOptions& options);
+LOCKSTEP_API void configure_logging(const LoggingOptions& options);
 
 // The Boost.Log attributes on lockstep's records, for sinks of a host application.
 namespace log_attributes {
@@ -117,7 +119,7 @@ namespace detail {
 struct LoggerState;
 }
 
-class Logger {
+class LOCKSTEP_API Logger {
 public:
     [[nodiscard]] const std::string& name() const noexcept;
     // The level set on this logger, or else the process default (lockstep::config().log_level).
@@ -208,8 +210,8 @@ public:
     [[nodiscard]] bool will_emit(LogLevel level, LogOptions options) const;
 
 private:
-    friend Logger get_logger(std::string_view name);
-    friend Logger get_logger(std::string_view name, LogLevel level);
+    friend LOCKSTEP_API Logger get_logger(std::string_view name);
+    friend LOCKSTEP_API Logger get_logger(std::string_view name, LogLevel level);
     friend class LogStream;
     // Emits an already formatted message on this process; the caller has applied the rules.
     void emit(LogLevel level, std::string message) const;
@@ -224,13 +226,13 @@ private:
 
 // The logger of this name (the same state for every call with the name). Throws ConfigError when the process default
 // level or the sinks' settings in the environment are invalid.
-[[nodiscard]] Logger get_logger(std::string_view name);
+[[nodiscard]] LOCKSTEP_API Logger get_logger(std::string_view name);
 // The same, and sets the logger's level (the process default is then not consulted).
-[[nodiscard]] Logger get_logger(std::string_view name, LogLevel level);
+[[nodiscard]] LOCKSTEP_API Logger get_logger(std::string_view name, LogLevel level);
 
 // One record built with operator<<, for the LOCKSTEP_LOG_* macros. The message is only built when this process
 // contributes it; finish() emits it, and for an in-order record takes part in the collective in any case.
-class LogStream {
+class LOCKSTEP_API LogStream {
 public:
     LogStream(Logger logger, LogLevel level, LogOptions options = {});
     [[nodiscard]] bool active() const noexcept { return text_.has_value(); }

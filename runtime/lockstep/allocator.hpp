@@ -3,13 +3,15 @@
 //
 // Blocks are rounded up (512 B below 1 MiB, 2 MiB granules above) and, when freed, kept in a cache keyed by size so
 // that the next allocation of a similar size reuses them without a system call. A request is served by the smallest
-// cached block that is at least as large and at most twice as large; statistics count whole blocks. Under a cap (`cpu_memory_limit` for the host),
-// in-use plus cached bytes never exceed the limit: a request that would pass it first releases cached blocks, and if
-// the blocks in use alone leave no room it throws OutOfMemoryError and changes nothing. Host blocks of 2 MiB and more
-// are mapped on their own, 2 MiB-aligned and offered to transparent huge pages (see allocator.cpp).
+// cached block that is at least as large and at most twice as large; statistics count whole blocks. Under a cap
+// (`cpu_memory_limit` for the host), in-use plus cached bytes never exceed the limit: a request that would pass it
+// first releases cached blocks, and if the blocks in use alone leave no room it throws OutOfMemoryError and changes
+// nothing. Host blocks of 2 MiB and more are mapped on their own, 2 MiB-aligned and offered to transparent huge pages
+// (see allocator.cpp).
 
 #include <lockstep/device.hpp>
 #include <lockstep/errors.hpp>
+#include <lockstep/export.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -23,26 +25,26 @@
 namespace lockstep {
 
 struct AllocatorStats {
-    std::size_t allocated_bytes = 0;  // in blocks handed out and not yet returned (rounded sizes)
-    std::size_t cached_bytes = 0;     // in blocks returned and kept for reuse
-    std::size_t peak_bytes = 0;       // highest allocated_bytes seen since construction or reset_peak()
+    std::size_t allocated_bytes = 0;    // in blocks handed out and not yet returned (rounded sizes)
+    std::size_t cached_bytes = 0;       // in blocks returned and kept for reuse
+    std::size_t peak_bytes = 0;         // highest allocated_bytes seen since construction or reset_peak()
     std::uint64_t num_allocations = 0;  // requests served
     std::uint64_t num_frees = 0;
-    std::uint64_t cache_hits = 0;       // requests served from the cache
-    std::uint64_t system_allocations = 0;  // requests that went to the system (malloc, cudaMalloc, cudaHostAlloc)
+    std::uint64_t cache_hits = 0;            // requests served from the cache
+    std::uint64_t system_allocations = 0;    // requests that went to the system (malloc, cudaMalloc, cudaHostAlloc)
     std::optional<std::size_t> limit_bytes;  // cap on allocated + cached, if any
 
     [[nodiscard]] std::size_t reserved_bytes() const { return allocated_bytes + cached_bytes; }
 };
 
 // Formats a byte count for people: "512 B", "1.50 KiB", "2.00 GiB".
-[[nodiscard]] std::string format_bytes(std::size_t bytes);
+[[nodiscard]] LOCKSTEP_API std::string format_bytes(std::size_t bytes);
 // Parses "512MiB", "2GiB", "1.5GB", "64k", "1048576" (binary units for K/M/G/T with or without "iB", decimal for
 // KB/MB/GB/TB, any case). Throws InvalidArgumentError for anything else.
-[[nodiscard]] std::size_t parse_bytes(std::string_view text);
+[[nodiscard]] LOCKSTEP_API std::size_t parse_bytes(std::string_view text);
 
 // An allocator ran out of memory. Carries the device, the request and the allocator's statistics at the time.
-class OutOfMemoryError : public Error {
+class LOCKSTEP_API OutOfMemoryError : public Error {
 public:
     OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats, std::string detail = {});
     [[nodiscard]] Device device() const noexcept { return device_; }
@@ -55,7 +57,7 @@ private:
     AllocatorStats stats_;
 };
 
-class Allocator {
+class LOCKSTEP_API Allocator {
 public:
     explicit Allocator(Device device) : device_(device) {}
     virtual ~Allocator();
@@ -92,20 +94,20 @@ private:
     Device device_;
     mutable std::mutex mutex_;
     std::map<std::size_t, std::vector<void*>> cache_;  // block size -> free blocks (capacity for every live block)
-    std::map<std::size_t, std::size_t> live_blocks_;    // block size -> blocks obtained from the system
+    std::map<std::size_t, std::size_t> live_blocks_;   // block size -> blocks obtained from the system
     AllocatorStats stats_;
 };
 
 // The allocator of a device: the host allocator for cpu, the caching cudaMalloc allocator of device N for cuda:N
 // (DeviceError in a build without CUDA or for a device that does not exist). Allocators live until process exit.
-[[nodiscard]] Allocator& allocator_for(Device device);
+[[nodiscard]] LOCKSTEP_API Allocator& allocator_for(Device device);
 // Page-locked host memory for staging copies to and from CUDA devices (plain aligned host memory without CUDA).
-[[nodiscard]] Allocator& pinned_allocator();
+[[nodiscard]] LOCKSTEP_API Allocator& pinned_allocator();
 // Releases the cached blocks of every allocator created so far.
-void empty_all_caches();
+LOCKSTEP_API void empty_all_caches();
 
 // A reference-counted allocation: the block goes back to its allocator when the last Storage handle drops.
-class Storage {
+class LOCKSTEP_API Storage {
 public:
     Storage(Allocator& allocator, std::size_t bytes);
     ~Storage();

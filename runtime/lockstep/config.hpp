@@ -1,16 +1,23 @@
 #pragma once
-// Config: every setting of lockstep, resolved once with this precedence (highest first):
+// Config: the settings of the library, each resolved once with this precedence (highest first):
 //   explicit API argument > launcher flag (forwarded as a LOCKSTEP_* variable and listed in LOCKSTEP_LAUNCHER_FLAGS)
 //   > LOCKSTEP_* environment variable > config.yaml > default.
 // The YAML file is LOCKSTEP_CONFIG_FILE if set, else $XDG_CONFIG_HOME/lockstep/config.yaml, else
 // ~/.config/lockstep/config.yaml (absent is fine; unreadable or malformed is a ConfigError with file:line:column).
 // Every bad value is a ConfigError naming its source and the value. Unknown file keys become warnings.
+// Logging's LOCKSTEP_LOG_DIR and LOCKSTEP_LOG_FORMAT are read by the logging layer (logging.hpp), not here.
+//
+// A setting is a field of Config (and of ConfigOverrides where code may set it) plus one row of the table in
+// config.cpp; that row alone gives it its parser, config.yaml key, variable, API override, source and describe() line.
+
+#include <lockstep/export.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,31 +25,34 @@
 namespace lockstep {
 
 enum class LogLevel { Debug, Info, Warning, Error, Critical };
-[[nodiscard]] std::string_view log_level_name(LogLevel level) noexcept;  // "DEBUG", ...
+[[nodiscard]] LOCKSTEP_API std::string_view log_level_name(LogLevel level) noexcept;  // "DEBUG", ...
 // Parses DEBUG/INFO/WARNING/ERROR/CRITICAL in any case; nullopt otherwise.
-[[nodiscard]] std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
+[[nodiscard]] LOCKSTEP_API std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
 // Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
-[[nodiscard]] std::optional<bool> parse_bool(std::string_view text) noexcept;
+[[nodiscard]] LOCKSTEP_API std::optional<bool> parse_bool(std::string_view text) noexcept;
 
 // Values given in code; they win over everything else.
 struct ConfigOverrides {
     std::optional<bool> debug;
     std::optional<LogLevel> log_level;
-    std::optional<double> timeout;  // seconds
+    std::optional<double> timeout;                // seconds; 0 turns the watchdog off
     std::optional<std::size_t> cpu_memory_limit;  // bytes
     std::optional<std::uint64_t> seed;
-    std::optional<std::string> config_file;
+    std::optional<std::string> config_file;  // empty: read no config file
+    std::optional<bool> cuda_aware;
+    std::optional<std::size_t> staging_chunk_bytes;
+    std::optional<std::string> watchdog_host;
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
-[[nodiscard]] EnvironmentLookup process_environment();
-[[nodiscard]] EnvironmentLookup map_environment(std::map<std::string, std::string> vars);
+[[nodiscard]] LOCKSTEP_API EnvironmentLookup process_environment();
+[[nodiscard]] LOCKSTEP_API EnvironmentLookup map_environment(std::map<std::string, std::string> vars);
 
-struct Config {
+struct LOCKSTEP_API Config {
     bool debug = false;
     LogLevel log_level = LogLevel::Warning;
-    double timeout = 600.0;                       // seconds a collective may take before it is reported as a hang
+    double timeout = 600.0;  // seconds a collective may take before it is reported as a hang; 0: no watchdog
     std::optional<std::size_t> cpu_memory_limit;  // cap of the host allocator in bytes
     std::uint64_t seed = 0;                       // seed of the default generator
 
@@ -53,7 +63,13 @@ struct Config {
     std::optional<std::string> compute_environment;
     std::optional<std::string> distributed_type;
 
-    // Provenance: for each setting above that was set, where its value came from ("default",
+    // Where MPI and the watchdog meet the machine.
+    std::optional<bool> cuda_aware;  // whether MPI takes CUDA device pointers; unset: ask MPI at run time
+    std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // per copy when device data is staged through host memory
+    std::optional<std::string> watchdog_host;  // address the watchdog publishes; unset: 127.0.0.1 on one node, else
+                                               // the host name
+
+    // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
     // "API argument").
     std::map<std::string, std::string> sources;
@@ -70,20 +86,34 @@ struct Config {
     [[nodiscard]] std::string describe() const;
 };
 
-// Names of the environment variables, one per setting.
+// A setting as the table in config.cpp declares it. The config file's location (config_file) is not one: it is chosen
+// before any file is read, and a file cannot name another.
+struct SettingInfo {
+    std::string_view key;       // the config.yaml key, the Config::sources key and the describe() name
+    const char* variable;       // its LOCKSTEP_* variable; nullptr for the launcher keys that only a config file sets
+    std::string_view accepted;  // the values it takes, as a rejection lists them
+};
+
+// Every setting, in the order describe() lists them.
+[[nodiscard]] LOCKSTEP_API std::span<const SettingInfo> config_settings() noexcept;
+
+// Names of the environment variables: one per setting that has one, and the two that steer the resolution itself.
 namespace env_names {
 inline constexpr const char* debug = "LOCKSTEP_DEBUG_MODE";
 inline constexpr const char* log_level = "LOCKSTEP_LOG_LEVEL";
 inline constexpr const char* timeout = "LOCKSTEP_TIMEOUT";
 inline constexpr const char* cpu_memory_limit = "LOCKSTEP_CPU_MEMORY_LIMIT";
 inline constexpr const char* seed = "LOCKSTEP_SEED";
+inline constexpr const char* cuda_aware = "LOCKSTEP_CUDA_AWARE";
+inline constexpr const char* staging_chunk_bytes = "LOCKSTEP_STAGING_CHUNK_BYTES";
+inline constexpr const char* watchdog_host = "LOCKSTEP_WATCHDOG_HOST";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names
 
 // The process-wide resolved Config: the Runtime's once it is initialised; before that, resolved from the environment
 // on first use and cached.
-[[nodiscard]] const Config& config();
+[[nodiscard]] LOCKSTEP_API const Config& config();
 
 namespace detail {
 // Makes `config` the one that config() returns from now on; the Runtime calls it once it has resolved its own.

@@ -1,6 +1,8 @@
 #pragma once
 // Where a tensor's memory lives: the host ("cpu") or one CUDA device ("cuda:N").
 
+#include <lockstep/export.hpp>
+
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -9,7 +11,7 @@ namespace lockstep {
 
 enum class DeviceType : unsigned char { CPU, CUDA };
 
-class Device {
+class LOCKSTEP_API Device {
 public:
     constexpr Device() = default;  // cpu
     constexpr Device(DeviceType type, int index) : type_(type), index_(type == DeviceType::CPU ? 0 : index) {}
@@ -32,11 +34,11 @@ private:
     int index_ = 0;
 };
 
-std::ostream& operator<<(std::ostream& os, Device device);
+LOCKSTEP_API std::ostream& operator<<(std::ostream& os, Device device);
 
 // Number of CUDA devices usable by this process: 0 in a build without CUDA, or when no driver or device is present.
-[[nodiscard]] int cuda_device_count();
+[[nodiscard]] LOCKSTEP_API int cuda_device_count();
 // True when this library was built with CUDA support.
-[[nodiscard]] bool cuda_built() noexcept;
+[[nodiscard]] LOCKSTEP_API bool cuda_built() noexcept;
 
 }  // namespace lockstep

@@ -1,6 +1,8 @@
 #pragma once
 // Element types of a Tensor. One table (dtype.cpp) holds each type's name, size, category and MPI datatype.
 
+#include <lockstep/export.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -15,16 +17,16 @@ enum class DType : std::uint8_t { Float32, Float64, Float16, BFloat16, Int8, UIn
 inline constexpr DType all_dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
                                        DType::UInt8,   DType::Int32,   DType::Int64,   DType::Bool};
 
-[[nodiscard]] std::string_view dtype_name(DType dtype) noexcept;  // "float32", "bfloat16", ...
-[[nodiscard]] std::size_t dtype_size(DType dtype) noexcept;       // bytes per element
-[[nodiscard]] bool is_floating(DType dtype) noexcept;             // float32/64, float16, bfloat16
-[[nodiscard]] bool is_integral(DType dtype) noexcept;             // int8/uint8/int32/int64 (not bool)
+[[nodiscard]] LOCKSTEP_API std::string_view dtype_name(DType dtype) noexcept;  // "float32", "bfloat16", ...
+[[nodiscard]] LOCKSTEP_API std::size_t dtype_size(DType dtype) noexcept;       // bytes per element
+[[nodiscard]] LOCKSTEP_API bool is_floating(DType dtype) noexcept;             // float32/64, float16, bfloat16
+[[nodiscard]] LOCKSTEP_API bool is_integral(DType dtype) noexcept;             // int8/uint8/int32/int64 (not bool)
 // Parses a name as printed by dtype_name (also "float", "double", "half", "int", "long"); throws DTypeError.
-[[nodiscard]] DType parse_dtype(std::string_view name);
-std::ostream& operator<<(std::ostream& os, DType dtype);
+[[nodiscard]] LOCKSTEP_API DType parse_dtype(std::string_view name);
+LOCKSTEP_API std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // IEEE 754 binary16. Storage only: arithmetic converts to float. Conversions round to nearest even.
-struct float16 {
+struct LOCKSTEP_API float16 {
     std::uint16_t bits = 0;
     float16() = default;
     explicit float16(float value) noexcept;
@@ -38,7 +40,7 @@ struct float16 {
 };
 
 // bfloat16: the upper half of a float32. Storage only, like float16. Conversions round to nearest even.
-struct bfloat16 {
+struct LOCKSTEP_API bfloat16 {
     std::uint16_t bits = 0;
     bfloat16() = default;
     explicit bfloat16(float value) noexcept;
@@ -56,15 +58,42 @@ static_assert(sizeof(float16) == 2 && sizeof(bfloat16) == 2);
 // The DType of a C++ element type, for typed access (Tensor::data<T>(), from_data<T>()).
 template <typename T>
 struct dtype_traits;
-template <> struct dtype_traits<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_traits<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_traits<float16> { static constexpr DType value = DType::Float16; };
-template <> struct dtype_traits<bfloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_traits<std::int8_t> { static constexpr DType value = DType::Int8; };
-template <> struct dtype_traits<std::uint8_t> { static constexpr DType value = DType::UInt8; };
-template <> struct dtype_traits<std::int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_traits<std::int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_traits<bool> { static constexpr DType value = DType::Bool; };
+template <>
+struct dtype_traits<float> {
+    static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_traits<double> {
+    static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_traits<float16> {
+    static constexpr DType value = DType::Float16;
+};
+template <>
+struct dtype_traits<bfloat16> {
+    static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_traits<std::int8_t> {
+    static constexpr DType value = DType::Int8;
+};
+template <>
+struct dtype_traits<std::uint8_t> {
+    static constexpr DType value = DType::UInt8;
+};
+template <>
+struct dtype_traits<std::int32_t> {
+    static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_traits<std::int64_t> {
+    static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_traits<bool> {
+    static constexpr DType value = DType::Bool;
+};
 
 template <typename T>
 inline constexpr DType dtype_of = dtype_traits<T>::value;
@@ -73,15 +102,24 @@ inline constexpr DType dtype_of = dtype_traits<T>::value;
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     switch (dtype) {
-        case DType::Float32: return fn(float{});
-        case DType::Float64: return fn(double{});
-        case DType::Float16: return fn(float16{});
-        case DType::BFloat16: return fn(bfloat16{});
-        case DType::Int8: return fn(std::int8_t{});
-        case DType::UInt8: return fn(std::uint8_t{});
-        case DType::Int32: return fn(std::int32_t{});
-        case DType::Int64: return fn(std::int64_t{});
-        case DType::Bool: return fn(bool{});
+        case DType::Float32:
+            return fn(float{});
+        case DType::Float64:
+            return fn(double{});
+        case DType::Float16:
+            return fn(float16{});
+        case DType::BFloat16:
+            return fn(bfloat16{});
+        case DType::Int8:
+            return fn(std::int8_t{});
+        case DType::UInt8:
+            return fn(std::uint8_t{});
+        case DType::Int32:
+            return fn(std::int32_t{});
+        case DType::Int64:
+            return fn(std::int64_t{});
+        case DType::Bool:
+            return fn(bool{});
     }
     return fn(float{});  // unreachable: every enumerator is handled above
 }

@@ -2,6 +2,8 @@
 // The error hierarchy of lockstep. Every failure a caller can act on has its own type rooted at lockstep::Error, so
 // that code recognises a condition (out of memory, a timeout, a mismatched collective) by type, never by message text.
 
+#include <lockstep/export.hpp>
+
 #include <cstddef>
 #include <source_location>
 #include <stdexcept>
@@ -10,14 +12,14 @@
 
 namespace lockstep {
 
-class Error : public std::runtime_error {
+class LOCKSTEP_API Error : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
 
 // A setting that cannot be used. `source` names where it came from: an environment variable, "file:line:column",
 // a launcher flag or an API argument.
-class ConfigError : public Error {
+class LOCKSTEP_API ConfigError : public Error {
 public:
     ConfigError(std::string source, std::string message);
     [[nodiscard]] const std::string& source() const noexcept { return source_; }
@@ -27,43 +29,44 @@ private:
 };
 
 // Wrong shape for an operation; the message holds both shapes.
-class ShapeError : public Error {
+class LOCKSTEP_API ShapeError : public Error {
 public:
     using Error::Error;
 };
 
 // Wrong or unsupported element type; the message holds both dtypes.
-class DTypeError : public Error {
+class LOCKSTEP_API DTypeError : public Error {
 public:
     using Error::Error;
 };
 
 // A device that cannot be used: a malformed device string, or a CUDA tensor in a build without CUDA.
-class DeviceError : public Error {
+class LOCKSTEP_API DeviceError : public Error {
 public:
     using Error::Error;
 };
 
 // An argument outside its domain (a negative size, an index out of range, an integer division by zero).
-class InvalidArgumentError : public Error {
+class LOCKSTEP_API InvalidArgumentError : public Error {
 public:
     using Error::Error;
 };
 
 // Raised by a collective whose arguments differ between ranks; every rank raises the same one.
-class DistributedOperationException : public Error {
+class LOCKSTEP_API DistributedOperationError : public Error {
 public:
     using Error::Error;
 };
+using DistributedOperationException = DistributedOperationError;  // the earlier name, kept for existing code
 
 // A collective or a launch that outlived its time limit.
-class TimeoutError : public Error {
+class LOCKSTEP_API TimeoutError : public Error {
 public:
     using Error::Error;
 };
 
 // An MPI call that returned an error code.
-class MpiError : public Error {
+class LOCKSTEP_API MpiError : public Error {
 public:
     MpiError(std::string call, int code, std::source_location where);
     [[nodiscard]] const std::string& call() const noexcept { return call_; }
@@ -75,7 +78,7 @@ private:
 };
 
 // A CUDA runtime or cuBLAS call that returned an error code.
-class CudaError : public Error {
+class LOCKSTEP_API CudaError : public Error {
 public:
     CudaError(std::string call, int code, std::string code_text, std::source_location where);
     [[nodiscard]] const std::string& call() const noexcept { return call_; }
@@ -87,11 +90,13 @@ private:
 };
 
 namespace detail {
-[[noreturn]] void throw_mpi_error(int rc, std::string_view call, std::source_location where);
-// Throws MpiError unless rc is MPI_SUCCESS (0 in every MPI). Use LOCKSTEP_MPI_CHECK, which names the call. Inline:
-// every collective checks its call's code, and the check should cost a compare, not a call.
+// Exported although in detail: LOCKSTEP_MPI_CHECK, a public macro, expands to a call of it in the program.
+[[noreturn]] LOCKSTEP_API void throw_mpi_error(int rc, std::string_view call, std::source_location where);
+// Throws MpiError unless rc is MPI_SUCCESS (0 in every MPI). Use LOCKSTEP_MPI_CHECK, which names the call. Inline, so
+// that a successful check is a compare (the collectives' per-call contract: collectives/communicator_impl.hpp).
 inline void check_mpi(int rc, std::string_view call, std::source_location where = std::source_location::current()) {
-    if (rc != 0) [[unlikely]] throw_mpi_error(rc, call, where);
+    if (rc != 0) [[unlikely]]
+        throw_mpi_error(rc, call, where);
 }
 }  // namespace detail
 

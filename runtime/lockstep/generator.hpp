@@ -3,11 +3,13 @@
 // Box-Muller normal transforms, so that the same seed gives bitwise-identical tensors on every platform and standard
 // library. CUDA tensors are drawn on the host and copied, so they match CPU tensors bit for bit.
 
+#include <lockstep/export.hpp>
+
 #include <cstdint>
 
 namespace lockstep {
 
-class Generator {
+class LOCKSTEP_API Generator {
 public:
     explicit Generator(std::uint64_t seed = 0) { manual_seed(seed); }
     void manual_seed(std::uint64_t seed);
@@ -25,11 +27,11 @@ private:
 };
 
 // The generator that factories use when none is passed. Seeded from Config `seed` when first used.
-[[nodiscard]] Generator& default_generator();
+[[nodiscard]] LOCKSTEP_API Generator& default_generator();
 
 // Seeds every lockstep generator (the default generator, which CUDA tensors draw from too, so CPU and CUDA tensors of
 // the same seed are bitwise identical) and the C library's rand(). With device_specific, each process adds its rank,
 // so that processes draw different streams (dropout masks, data augmentation) that are still reproducible.
-void set_seed(std::uint64_t seed, bool device_specific = false);
+LOCKSTEP_API void set_seed(std::uint64_t seed, bool device_specific = false);
 
 }  // namespace lockstep

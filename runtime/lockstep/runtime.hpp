@@ -9,6 +9,7 @@
 #include <lockstep/config.hpp>
 #include <lockstep/device.hpp>
 #include <lockstep/dtype.hpp>
+#include <lockstep/export.hpp>
 
 #include <mpi.h>
 
@@ -34,13 +35,14 @@ struct ProcessIdentity {
 
 // Identity from the launcher's variables (OpenMPI OMPI_COMM_WORLD_*, PMIx PMIX_RANK, Hydra/Intel PMI_*, Slurm
 // SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, MVAPICH MV2_COMM_WORLD_*), without MPI. Rank 0 of 1 if none is set.
-[[nodiscard]] ProcessIdentity identity_from_environment(const EnvironmentLookup& env = process_environment());
+[[nodiscard]] LOCKSTEP_API ProcessIdentity
+identity_from_environment(const EnvironmentLookup& env = process_environment());
 // The Runtime's identity once initialised, else identity_from_environment().
-[[nodiscard]] ProcessIdentity current_identity();
-[[nodiscard]] std::string host_name();
+[[nodiscard]] LOCKSTEP_API ProcessIdentity current_identity();
+[[nodiscard]] LOCKSTEP_API std::string host_name();
 
 // The device a process should use: cuda:(local_rank % device_count) when CUDA devices exist, else cpu.
-[[nodiscard]] Device choose_device(int local_rank, int cuda_device_count);
+[[nodiscard]] LOCKSTEP_API Device choose_device(int local_rank, int cuda_device_count);
 
 struct RuntimeOptions {
     ConfigOverrides config;
@@ -48,7 +50,7 @@ struct RuntimeOptions {
     MPI_Comm comm = MPI_COMM_NULL;
 };
 
-class Runtime {
+class LOCKSTEP_API Runtime {
 public:
     // Initialises (or adopts) MPI and resolves the Config. Idempotent: a second call returns the same Runtime.
     static Runtime& init(const RuntimeOptions& options = {});
@@ -63,7 +65,7 @@ public:
 
     [[nodiscard]] const ProcessIdentity& identity() const noexcept { return identity_; }
     [[nodiscard]] const Config& config() const noexcept { return config_; }
-    [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }          // lockstep's duplicate of the user comm
+    [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }              // lockstep's duplicate of the user comm
     [[nodiscard]] MPI_Comm local_comm() const noexcept { return local_comm_; }  // processes on this node
     [[nodiscard]] Device device() const noexcept { return device_; }
     [[nodiscard]] bool owns_mpi() const noexcept { return owns_mpi_; }
@@ -109,23 +111,31 @@ void at_runtime_report(std::function<std::string()> section);
 }  // namespace detail
 
 // MPI datatype for a DType (float16/bfloat16 travel as 16-bit unsigned integers; reductions on them widen to float32).
-// Inline, as a switch: every collective converts its dtype, and the conversion should touch no table.
+// Inline, as a switch (the collectives' per-call contract: collectives/communicator_impl.hpp).
 [[nodiscard]] inline MPI_Datatype mpi_datatype(DType dtype) noexcept {
     switch (dtype) {
-        case DType::Float32: return MPI_FLOAT;
-        case DType::Float64: return MPI_DOUBLE;
+        case DType::Float32:
+            return MPI_FLOAT;
+        case DType::Float64:
+            return MPI_DOUBLE;
         case DType::Float16:
-        case DType::BFloat16: return MPI_UINT16_T;  // no 16-bit float type in MPI 3.1: they travel as 16-bit integers
-        case DType::Int8: return MPI_INT8_T;
-        case DType::UInt8: return MPI_UINT8_T;
-        case DType::Int32: return MPI_INT32_T;
-        case DType::Int64: return MPI_INT64_T;
-        case DType::Bool: return MPI_C_BOOL;
+        case DType::BFloat16:
+            return MPI_UINT16_T;  // no 16-bit float type in MPI 3.1: they travel as 16-bit integers
+        case DType::Int8:
+            return MPI_INT8_T;
+        case DType::UInt8:
+            return MPI_UINT8_T;
+        case DType::Int32:
+            return MPI_INT32_T;
+        case DType::Int64:
+            return MPI_INT64_T;
+        case DType::Bool:
+            return MPI_C_BOOL;
     }
     return MPI_DATATYPE_NULL;
 }
 
 // Error text for an MPI error code ("MPI_ERR_TRUNCATE: message truncated").
-[[nodiscard]] std::string mpi_error_string(int code);
+[[nodiscard]] LOCKSTEP_API std::string mpi_error_string(int code);
 
 }  // namespace lockstep

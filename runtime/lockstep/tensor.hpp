@@ -6,6 +6,7 @@
 #include <lockstep/device.hpp>
 #include <lockstep/dtype.hpp>
 #include <lockstep/errors.hpp>
+#include <lockstep/export.hpp>
 #include <lockstep/generator.hpp>
 
 #include <cstdint>
@@ -20,10 +21,10 @@ namespace lockstep {
 
 using Shape = std::vector<std::int64_t>;
 
-[[nodiscard]] std::string shape_str(const Shape& shape);  // "[2, 3]", "[]" for 0-d
-[[nodiscard]] std::int64_t shape_numel(const Shape& shape);  // throws ShapeError for a negative dimension
+[[nodiscard]] LOCKSTEP_API std::string shape_str(const Shape& shape);     // "[2, 3]", "[]" for 0-d
+[[nodiscard]] LOCKSTEP_API std::int64_t shape_numel(const Shape& shape);  // throws ShapeError for a negative dimension
 
-class Tensor {
+class LOCKSTEP_API Tensor {
 public:
     Tensor() = default;  // an undefined tensor: defined() is false, every other use throws
 
@@ -121,7 +122,8 @@ public:
     // Throws DTypeError naming both dtypes and `what` unless dtype() == expected.
     void check_dtype(DType expected, std::string_view what) const;
     void check_defined(std::string_view what) const {
-        if (storage_ == nullptr) [[unlikely]] throw_undefined(what);
+        if (storage_ == nullptr) [[unlikely]]
+            throw_undefined(what);
     }
 
 private:
@@ -141,9 +143,9 @@ private:
     Shape shape_;
 };
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
+LOCKSTEP_API std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Copies `bytes` between any two places (host or CUDA, in any direction). Used by Tensor::to and by kernels.
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+LOCKSTEP_API void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 
 }  // namespace lockstep

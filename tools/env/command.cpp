@@ -26,7 +26,6 @@ struct CommandLine {
     std::string colour = "auto";
 };
 
-
 // Every rank's report, in rank order, on every rank: lengths first, then the bytes (uneven gather).
 std::vector<json> gather_reports(Communicator& comm, const json& local) {
     const std::string text = local.dump();

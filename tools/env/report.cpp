@@ -129,6 +129,9 @@ json config_section() {
         add("timeout", config.timeout);
         add("cpu_memory_limit", config.cpu_memory_limit ? json(*config.cpu_memory_limit) : json(nullptr));
         add("seed", config.seed);
+        add("cuda_aware", config.cuda_aware ? json(*config.cuda_aware) : json(nullptr));
+        add("staging_chunk_bytes", config.staging_chunk_bytes);
+        add("watchdog_host", optional_json(config.watchdog_host));
         if (config.num_processes) add("num_processes", *config.num_processes);
         if (config.num_machines) add("num_machines", *config.num_machines);
         if (config.mixed_precision) add("mixed_precision", *config.mixed_precision);

@@ -15,6 +15,7 @@ namespace lockstep::tools {
 namespace {
 
 namespace hc = lockstep::hostcheck;
+namespace ml = lockstep::mpi_launcher;
 
 struct CommandLine {
     hc::Options options;
@@ -51,7 +52,7 @@ public:
 
     void update(std::string_view stage, std::size_t done, std::size_t total) {
         if (!enabled_) return;
-        const auto now = hc::Clock::now();
+        const auto now = ml::Clock::now();
         if (done != total && now - last_ < std::chrono::milliseconds(100)) return;
         last_ = now;
         fmt::print(stderr, "\r\033[K{}: {}/{}", stage, done, total);
@@ -66,7 +67,7 @@ public:
 private:
     bool enabled_;
     bool shown_ = false;
-    hc::Clock::time_point last_{};
+    ml::Clock::time_point last_{};
 };
 
 void print_json(const nlohmann::json& j) {
@@ -82,11 +83,9 @@ int run(CommandLine& cl) {
         if (cl.max_time > 0) o.max_time = std::chrono::seconds(cl.max_time);
         o.mpirun_timeout = std::chrono::seconds(cl.mpirun_timeout);
         if (cl.mesh_sample > 0) o.mesh_sample = cl.mesh_sample;
-        o.mesh = cl.mesh ? hc::MeshMode::on : cl.no_mesh ? hc::MeshMode::off : hc::MeshMode::automatic;
+        o.mesh = cl.mesh ? hc::MeshMode::On : cl.no_mesh ? hc::MeshMode::Off : hc::MeshMode::Automatic;
         if (!cl.ssh_command.empty()) o.ssh_command = cl.ssh_command;
-        if (cl.launcher == "openmpi") o.launcher = hc::Launcher::openmpi;
-        if (cl.launcher == "hydra") o.launcher = hc::Launcher::hydra;
-        if (cl.launcher == "srun") o.launcher = hc::Launcher::srun;
+        o.launcher = ml::parse_launcher(cl.launcher);  // nullopt for "auto"
         o.skip.insert(cl.skip.begin(), cl.skip.end());
 
         Progress progress;
@@ -110,8 +109,10 @@ int run(CommandLine& cl) {
         fmt::print(stderr, "lockstep hostcheck: {}\n", e.what());
         if (cl.json) print_json(hc::error_json("usage", e.what()));
         return 2;
-    } catch (const hc::InterruptedError& e) {
-        fmt::print(stderr, "\nlockstep hostcheck: {}\n", e.what());
+    } catch (const ml::InterruptedError& e) {
+        fmt::print(stderr,
+                   "\nlockstep hostcheck: interrupted by signal {}; every check that was running has been stopped\n",
+                   e.signal_number());
         return 128 + e.signal_number();
     }
 }

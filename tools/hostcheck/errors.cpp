@@ -18,8 +18,4 @@ HostfileError::HostfileError(std::vector<LineError> errors)
 HostfileError::HostfileError(std::string path, std::string message)
     : Error(fmt::format("{}: {}", path, message)), errors_{LineError{std::move(path), 0, "", std::move(message)}} {}
 
-InterruptedError::InterruptedError(int signal_number)
-    : Error(fmt::format("interrupted by signal {}; every check that was running has been stopped", signal_number)),
-      signal_number_(signal_number) {}
-
 }  // namespace lockstep::hostcheck

@@ -1,6 +1,7 @@
 #pragma once
 // The errors of `lockstep hostcheck` that end a run before any host is checked. Both mean exit code 2 (usage or
-// hostfile error); problems found on hosts are results, not exceptions.
+// hostfile error); problems found on hosts are results, not exceptions. An interrupted run ends with
+// mpi_launcher::InterruptedError, thrown where the children are run.
 
 #include <lockstep/errors.hpp>
 
@@ -33,16 +34,6 @@ private:
 class UsageError : public Error {
 public:
     using Error::Error;
-};
-
-// The run was interrupted by SIGINT or SIGTERM; every child was stopped before this was thrown.
-class InterruptedError : public Error {
-public:
-    explicit InterruptedError(int signal_number);
-    [[nodiscard]] int signal_number() const noexcept { return signal_number_; }
-
-private:
-    int signal_number_;
 };
 
 }  // namespace lockstep::hostcheck

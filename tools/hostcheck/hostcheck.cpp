@@ -34,11 +34,11 @@ std::size_t rounds(std::size_t items, std::size_t per_round) {
 
 std::optional<std::size_t> mesh_sample_for(const Options& o, std::size_t nodes) {
     if (o.mesh_sample) return o.mesh_sample;
-    if (o.mesh == MeshMode::automatic && nodes > mesh_full_limit) return mesh_auto_sample;
+    if (o.mesh == MeshMode::Automatic && nodes > mesh_full_limit) return mesh_auto_sample;
     return std::nullopt;
 }
 
-Seconds mesh_bound(const Options& o, std::size_t hosts) {
+mpi_launcher::Seconds mesh_bound(const Options& o, std::size_t hosts) {
     const std::size_t k = mesh_sample_for(o, hosts).value_or(hosts > 0 ? hosts - 1 : 0);
     const auto per_source = o.timeout * static_cast<long>(rounds(k, mesh_parallel_per_node) + 1) + seconds(2);
     return per_source * static_cast<long>(rounds(hosts, o.fanout));
@@ -89,10 +89,10 @@ void set_problem(HostReport& h, Problem p, std::string evidence, std::string lin
     h.problem = p;
     h.evidence = std::move(evidence);
     h.evidence_line = std::move(line);
-    h.status = p == Problem::same_machine ? HostStatus::warning : HostStatus::failed;
+    h.status = p == Problem::SameMachine ? HostStatus::Warning : HostStatus::Failed;
 }
 
-void resolve_stage(Report& r, const Options& o, Clock::time_point deadline) {
+void resolve_stage(Report& r, const Options& o, mpi_launcher::Clock::time_point deadline) {
     std::vector<std::string> names;
     for (const auto& t : r.hostfile.targets) names.push_back(t.host);
     const auto resolutions = resolve_names(names, o.fanout, deadline);
@@ -101,9 +101,9 @@ void resolve_stage(Report& r, const Options& o, Clock::time_point deadline) {
         h.addresses = resolutions[i].addresses;
         if (resolutions[i].error) {
             const std::string text = fmt::format("getaddrinfo(\"{}\"): {}", h.host, *resolutions[i].error);
-            set_problem(h, Problem::dns, text, text);
-        } else if (h.status == HostStatus::skipped) {
-            h.status = HostStatus::ok;
+            set_problem(h, Problem::Dns, text, text);
+        } else if (h.status == HostStatus::Skipped) {
+            h.status = HostStatus::Ok;
         }
     }
     for (const auto& group : same_machine_groups(names, resolutions, local_addresses())) {
@@ -116,7 +116,7 @@ void resolve_stage(Report& r, const Options& o, Clock::time_point deadline) {
                 }
             }
             if (!h.problem) {
-                set_problem(h, Problem::same_machine,
+                set_problem(h, Problem::SameMachine,
                             fmt::format("{} ({}) and {} resolve to the same machine", h.host,
                                         fmt::join(h.addresses, ", "), fmt::join(h.same_machine_as, ", ")),
                             fmt::format("same machine as {}", fmt::join(h.same_machine_as, ", ")));
@@ -125,7 +125,8 @@ void resolve_stage(Report& r, const Options& o, Clock::time_point deadline) {
     }
 }
 
-void probe_stage(Report& r, const Options& o, const std::vector<std::string>& daemons, Clock::time_point deadline) {
+void probe_stage(Report& r, const Options& o, const std::vector<std::string>& daemons,
+                 mpi_launcher::Clock::time_point deadline) {
     ProbeOptions po;
     po.fanout = o.fanout;
     po.timeout = o.timeout;
@@ -138,7 +139,7 @@ void probe_stage(Report& r, const Options& o, const std::vector<std::string>& da
         h.probe_elapsed = out.elapsed;
         h.remote = out.facts;
         if (out.problem) {
-            if (h.problem == Problem::dns) {
+            if (h.problem == Problem::Dns) {
                 // The resolver's answer is the cause; ssh's text confirms it.
                 h.evidence += "\nssh: " + out.evidence;
             } else {
@@ -146,18 +147,18 @@ void probe_stage(Report& r, const Options& o, const std::vector<std::string>& da
             }
             continue;
         }
-        if (h.problem == Problem::dns) {
-            h.status = HostStatus::warning;
+        if (h.problem == Problem::Dns) {
+            h.status = HostStatus::Warning;
             h.details.push_back(
                 "ssh reached it through its own configuration (HostName), but the name itself does "
                 "not resolve; MPI resolves hostfile names too");
-        } else if (h.status != HostStatus::warning) {
-            h.status = HostStatus::ok;
+        } else if (h.status != HostStatus::Warning) {
+            h.status = HostStatus::Ok;
         }
     }
 }
 
-void explain_stage(Report& r, Clock::time_point deadline) {
+void explain_stage(Report& r, mpi_launcher::Clock::time_point deadline) {
     LocalChecker checker(r.settings.agent, deadline);
     std::map<Problem, std::size_t> explained;
     for (auto& h : r.hosts) {
@@ -168,16 +169,16 @@ void explain_stage(Report& r, Clock::time_point deadline) {
         context.port = port_in(h.evidence);
         const Problem p = *h.problem;
         // The ssh side of a failure: ssh -G gives the port, user and files the remedy names.
-        const bool from_ssh = p != Problem::dns && p != Problem::remote_mpi_missing && p != Problem::mpi_mismatch &&
-                              p != Problem::same_machine;
-        if (from_ssh && explained[p]++ < explained_per_problem && Clock::now() < deadline) {
+        const bool from_ssh = p != Problem::Dns && p != Problem::RemoteMpiMissing && p != Problem::MpiMismatch &&
+                              p != Problem::SameMachine;
+        if (from_ssh && explained[p]++ < explained_per_problem && mpi_launcher::Clock::now() < deadline) {
             auto findings = checker.explain(p, h.host, h.user, h.addresses, h.evidence);
             for (auto& d : findings.details) h.details.push_back(std::move(d));
-            if (findings.refined && p == Problem::auth_denied) h.problem = findings.refined;
+            if (findings.refined && p == Problem::AuthDenied) h.problem = findings.refined;
             context = findings.context;
             if (context.port == 22) context.port = port_in(h.evidence);
         }
-        if (p == Problem::remote_mpi_missing && h.remote) {
+        if (p == Problem::RemoteMpiMissing && h.remote) {
             const std::string& e = h.evidence;
             context.missing_daemon = e.substr(0, e.find(" not found"));
         }
@@ -189,7 +190,8 @@ void environment_stage(Report& r) {
     std::map<std::string, std::size_t> group_of;
     for (const auto& h : r.hosts) {
         if (!h.remote) continue;
-        const std::string mpi = h.remote->mpi.flavour == MpiFlavour::none ? "none" : h.remote->mpi.describe();
+        const std::string mpi =
+            h.remote->mpi.flavour == mpi_launcher::MpiFlavour::None ? "none" : h.remote->mpi.describe();
         std::string key = mpi;
         for (const auto& [name, path] : h.remote->programs) key += "\n" + name + "=" + path;
         auto [it, inserted] = group_of.try_emplace(key, r.environment.size());
@@ -202,20 +204,20 @@ void environment_stage(Report& r) {
 
     // The reference is the launching node's MPI; without one, the most common answer.
     std::string reference;
-    if (r.settings.local_mpi.flavour != MpiFlavour::none) {
+    if (r.settings.local_mpi.flavour != mpi_launcher::MpiFlavour::None) {
         reference = r.settings.local_mpi.describe();
     } else if (!r.environment.empty()) {
         reference = r.environment.front().mpi;
     }
     for (auto& h : r.hosts) {
-        if (!h.remote || h.problem || h.remote->mpi.flavour == MpiFlavour::none) continue;
+        if (!h.remote || h.problem || h.remote->mpi.flavour == mpi_launcher::MpiFlavour::None) continue;
         const std::string theirs = h.remote->mpi.describe();
         if (!reference.empty() && theirs != reference) {
-            set_problem(h, Problem::mpi_mismatch,
+            set_problem(h, Problem::MpiMismatch,
                         fmt::format("{} runs {} ({}); the launching node runs {}", h.host, theirs,
                                     h.remote->mpi.launcher_path, reference),
                         fmt::format("{} here, {} on the launching node", theirs, reference));
-            h.remedy = remedy_for(Problem::mpi_mismatch, {});
+            h.remedy = remedy_for(Problem::MpiMismatch, {});
         }
     }
 
@@ -236,10 +238,10 @@ void environment_stage(Report& r) {
                 }
                 h.same_machine_as.push_back(other);
                 if (!h.problem) {
-                    set_problem(h, Problem::same_machine,
+                    set_problem(h, Problem::SameMachine,
                                 fmt::format("{} and {} both answer as node '{}'", h.host, other, node_name),
                                 fmt::format("same node '{}' as {}", node_name, other));
-                    h.remedy = remedy_for(Problem::same_machine, {});
+                    h.remedy = remedy_for(Problem::SameMachine, {});
                 }
             }
         }
@@ -248,13 +250,13 @@ void environment_stage(Report& r) {
 
 }  // namespace
 
-Seconds time_bound(const Options& o, std::size_t hosts) {
+mpi_launcher::Seconds time_bound(const Options& o, std::size_t hosts) {
     if (o.max_time) return *o.max_time;
-    Seconds bound = local_detection_budget + slack;
+    mpi_launcher::Seconds bound = local_detection_budget + slack;
     if (!o.skip.contains("resolve")) bound += o.timeout;
     if (!o.skip.contains("probe")) {
         bound += (o.timeout + seconds(1)) * static_cast<long>(rounds(hosts, o.fanout)) + local_checks_budget;
-        if (!o.skip.contains("mesh") && o.mesh != MeshMode::off) bound += mesh_bound(o, hosts);
+        if (!o.skip.contains("mesh") && o.mesh != MeshMode::Off) bound += mesh_bound(o, hosts);
         if (!o.skip.contains("mpirun")) bound += o.mpirun_timeout + mpirun_grace;
     }
     return bound;
@@ -262,7 +264,7 @@ Seconds time_bound(const Options& o, std::size_t hosts) {
 
 Report run_hostcheck(const Options& o) {
     validate(o);
-    const auto start = Clock::now();
+    const auto start = mpi_launcher::Clock::now();
     Report r;
     r.tool_version = LOCKSTEP_TOOL_VERSION;
     r.hostfile = read_hostfile(o.hostfile, o.format);
@@ -271,9 +273,10 @@ Report run_hostcheck(const Options& o) {
     r.settings.timeout = o.timeout;
     r.settings.max_time = o.max_time;
     r.settings.time_bound = time_bound(o, n);
-    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(r.settings.time_bound);
-    auto stage_deadline = [&](Seconds budget) {
-        return std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(budget));
+    const auto deadline = start + std::chrono::duration_cast<mpi_launcher::Clock::duration>(r.settings.time_bound);
+    auto stage_deadline = [&](mpi_launcher::Seconds budget) {
+        return std::min(deadline,
+                        mpi_launcher::Clock::now() + std::chrono::duration_cast<mpi_launcher::Clock::duration>(budget));
     };
 
     std::set<std::string> skip = o.skip;
@@ -281,7 +284,7 @@ Report run_hostcheck(const Options& o) {
         skip.insert("mesh");
         skip.insert("mpirun");
     }
-    if (o.mesh == MeshMode::off) skip.insert("mesh");
+    if (o.mesh == MeshMode::Off) skip.insert("mesh");
     r.settings.skipped_stages.assign(skip.begin(), skip.end());
 
     r.settings.local_mpi = detect_local_mpi(stage_deadline(local_detection_budget));
@@ -326,15 +329,15 @@ Report run_hostcheck(const Options& o) {
         if (r.hosts[i].remote) reached.push_back(i);
     }
     if (skip.contains("mesh")) {
-        r.mesh.reason = o.mesh == MeshMode::off ? "--no-mesh" : "skipped";
+        r.mesh.reason = o.mesh == MeshMode::Off ? "--no-mesh" : "skipped";
     } else {
-        const bool wanted = o.mesh == MeshMode::on || r.settings.tree_spawn;
-        const std::string why = o.mesh == MeshMode::on ? "--mesh" : "Open MPI tree spawn is on";
+        const bool wanted = o.mesh == MeshMode::On || r.settings.tree_spawn;
+        const std::string why = o.mesh == MeshMode::On ? "--mesh" : "Open MPI tree spawn is on";
         if (!wanted) {
             r.mesh.reason = "tree spawn is off or the launcher is not Open MPI; --mesh checks node-to-node ssh anyway";
         } else if (reached.size() < 2) {
             r.mesh.reason = "fewer than two nodes were reached";
-        } else if (Clock::now() >= deadline) {
+        } else if (mpi_launcher::Clock::now() >= deadline) {
             r.mesh.reason = "--max-time reached";
         } else {
             MeshOptions mo;
@@ -350,14 +353,14 @@ Report run_hostcheck(const Options& o) {
 
     if (skip.contains("mpirun")) {
         r.mpirun.reason = "skipped";
-    } else if (Clock::now() >= deadline) {
+    } else if (mpi_launcher::Clock::now() >= deadline) {
         r.mpirun.reason = "--max-time reached";
     } else {
         std::vector<HostTarget> hosts;
         std::vector<std::string> expected;
         for (std::size_t i = 0; i < n; ++i) {
             const auto& h = r.hosts[i];
-            const bool launchable = h.remote && (!h.problem || h.status == HostStatus::warning);
+            const bool launchable = h.remote && (!h.problem || h.status == HostStatus::Warning);
             if (!launchable) continue;
             hosts.push_back(r.hostfile.targets[i]);
             expected.push_back(h.remote->hostname);
@@ -373,7 +376,7 @@ Report run_hostcheck(const Options& o) {
         r.mpirun = run_mpirun_check(hosts, expected, r.settings.local_mpi, mo);
         if (!r.mpirun.ran && hosts.empty() && n > 0) r.mpirun.reason = "no host passed the ssh probe";
     }
-    r.elapsed = Clock::now() - start;
+    r.elapsed = mpi_launcher::Clock::now() - start;
     return r;
 }
 

@@ -15,7 +15,7 @@
 
 namespace lockstep::hostcheck {
 
-enum class MeshMode { automatic, on, off };
+enum class MeshMode { Automatic, On, Off };
 
 inline const std::set<std::string> stage_names{"resolve", "probe", "mesh", "mpirun"};
 
@@ -26,10 +26,10 @@ struct Options {
     std::chrono::seconds timeout{10};
     std::optional<std::chrono::seconds> max_time;
     std::optional<std::string> ssh_command;
-    MeshMode mesh = MeshMode::automatic;
+    MeshMode mesh = MeshMode::Automatic;
     std::optional<std::size_t> mesh_sample;
     std::chrono::seconds mpirun_timeout{60};
-    std::optional<Launcher> launcher;
+    std::optional<mpi_launcher::Launcher> launcher;
     std::set<std::string> skip;  // stage names
     // (stage, done, total) after each host of a stage.
     std::function<void(std::string_view, std::size_t, std::size_t)> progress;
@@ -41,10 +41,11 @@ inline constexpr std::size_t mesh_auto_sample = 16;
 // Local explanations (ssh -G, key checks) are made for this many failing hosts per problem; the rest fail alike.
 inline constexpr std::size_t explained_per_problem = 16;
 
-// Throws HostfileError or UsageError (exit 2) before anything is probed, InterruptedError on SIGINT/SIGTERM.
+// Throws HostfileError or UsageError (exit 2) before anything is probed, mpi_launcher::InterruptedError on
+// SIGINT/SIGTERM.
 [[nodiscard]] Report run_hostcheck(const Options& options);
 
 // The time a run with these options and this many hosts is bound to end by.
-[[nodiscard]] Seconds time_bound(const Options& options, std::size_t hosts);
+[[nodiscard]] mpi_launcher::Seconds time_bound(const Options& options, std::size_t hosts);
 
 }  // namespace lockstep::hostcheck

@@ -18,20 +18,20 @@ namespace lockstep::hostcheck {
 
 std::string_view to_string(HostfileFormat format) noexcept {
     switch (format) {
-        case HostfileFormat::openmpi:
+        case HostfileFormat::OpenMpi:
             return "openmpi";
-        case HostfileFormat::hydra:
+        case HostfileFormat::Hydra:
             return "hydra";
-        case HostfileFormat::plain:
+        case HostfileFormat::Plain:
             return "plain";
-        case HostfileFormat::slurm:
+        case HostfileFormat::Slurm:
             return "slurm";
     }
     return "plain";
 }
 
 HostfileFormat parse_hostfile_format(std::string_view name) {
-    for (auto f : {HostfileFormat::openmpi, HostfileFormat::hydra, HostfileFormat::plain, HostfileFormat::slurm}) {
+    for (auto f : {HostfileFormat::OpenMpi, HostfileFormat::Hydra, HostfileFormat::Plain, HostfileFormat::Slurm}) {
         if (name == to_string(f)) return f;
     }
     throw UsageError(fmt::format("unknown hostfile format '{}': use openmpi, hydra, plain or slurm", name));
@@ -156,10 +156,10 @@ HostfileFormat detect_format(const std::vector<Words>& lines, const std::string&
             conflict(*hints.openmpi_line, "OpenMPI", *hints.hydra_line, "Hydra");
         conflict(*hints.hydra_line, "Hydra", *hints.openmpi_line, "OpenMPI");
     }
-    if (hints.slurm_line) return HostfileFormat::slurm;
-    if (hints.openmpi_line) return HostfileFormat::openmpi;
-    if (hints.hydra_line || hints.hydra_weak_line) return HostfileFormat::hydra;
-    return HostfileFormat::plain;
+    if (hints.slurm_line) return HostfileFormat::Slurm;
+    if (hints.openmpi_line) return HostfileFormat::OpenMpi;
+    if (hints.hydra_line || hints.hydra_weak_line) return HostfileFormat::Hydra;
+    return HostfileFormat::Plain;
 }
 
 // Parses one line in the given form; throws LineError (by value) for a malformed one.
@@ -177,7 +177,7 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
     const std::string& first = w.words.front();
 
     switch (format) {
-        case HostfileFormat::plain: {
+        case HostfileFormat::Plain: {
             if (w.words.size() != 1) {
                 fail(
                     fmt::format("a plain hostfile holds one host per line, this line has {} words (use --format "
@@ -191,7 +191,7 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
             line.hosts.push_back(std::move(e));
             break;
         }
-        case HostfileFormat::openmpi: {
+        case HostfileFormat::OpenMpi: {
             HostEntry e;
             std::string host_part = first;
             if (const auto at = first.find('@'); at != std::string::npos) {
@@ -237,7 +237,7 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
             line.hosts.push_back(std::move(e));
             break;
         }
-        case HostfileFormat::hydra: {
+        case HostfileFormat::Hydra: {
             HostEntry e;
             if (looks_like_ipv6(first) || first.front() == '[') {
                 fail(
@@ -272,7 +272,7 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
             line.hosts.push_back(std::move(e));
             break;
         }
-        case HostfileFormat::slurm: {
+        case HostfileFormat::Slurm: {
             for (const auto& word : w.words) {
                 std::vector<std::string> names;
                 try {
@@ -318,7 +318,7 @@ void interpret(Hostfile& hf) {
     std::map<std::string, int> hydra_first_line;
     for (auto& line : hf.lines) {
         const bool bracket_list =
-            line.hosts.size() > 1 || (hf.format == HostfileFormat::slurm && has_nodelist_brackets(line.text));
+            line.hosts.size() > 1 || (hf.format == HostfileFormat::Slurm && has_nodelist_brackets(line.text));
         if (bracket_list) {
             const std::string list = line.text.substr(0, line.text.find('#'));
             const std::string msg = fmt::format(
@@ -335,7 +335,7 @@ void interpret(Hostfile& hf) {
         const int own = e.slots.value_or(e.max_slots.value_or(1));
 
         // OpenMPI.
-        if (hf.format == HostfileFormat::hydra && e.slots) {
+        if (hf.format == HostfileFormat::Hydra && e.slots) {
             line.openmpi = {false, fmt::format("OpenMPI has no 'host:N' form: it would take '{}:{}' for a host "
                                                "name; write '{} slots={}'",
                                                e.host, *e.slots, e.host, *e.slots)};
@@ -378,7 +378,7 @@ void interpret(Hostfile& hf) {
                         it->second);
                 }
             }
-            if (e.user && hf.format == HostfileFormat::openmpi) {
+            if (e.user && hf.format == HostfileFormat::OpenMpi) {
                 s += fmt::format("; Hydra hands '{}@{}' to ssh as the host name", *e.user, e.host);
             }
             hydra_first_line.try_emplace(e.host, line.number);

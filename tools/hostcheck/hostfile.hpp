@@ -20,7 +20,7 @@
 
 namespace lockstep::hostcheck {
 
-enum class HostfileFormat { openmpi, hydra, plain, slurm };
+enum class HostfileFormat { OpenMpi, Hydra, Plain, Slurm };
 
 [[nodiscard]] std::string_view to_string(HostfileFormat format) noexcept;
 // Throws UsageError for a name that is not one of the four forms.
@@ -61,7 +61,7 @@ struct HostTarget {
 
 struct Hostfile {
     std::string path;
-    HostfileFormat format = HostfileFormat::plain;
+    HostfileFormat format = HostfileFormat::Plain;
     bool format_detected = true;      // false when forced with --format
     std::vector<HostfileLine> lines;  // lines that name hosts; blank and comment lines are left out
     std::vector<HostTarget> targets;

@@ -18,11 +18,11 @@ std::string expand_home(const std::string& path) {
     return path;
 }
 
-CommandResult run_quick(std::vector<std::string> argv, Clock::time_point deadline) {
-    Command c;
+mpi_launcher::CommandResult run_quick(std::vector<std::string> argv, mpi_launcher::Clock::time_point deadline) {
+    mpi_launcher::Command c;
     c.argv = std::move(argv);
     c.timeout = std::chrono::seconds(5);
-    return run_command(c, deadline);
+    return mpi_launcher::run_command(c, deadline);
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ std::string known_hosts_entry(const std::string& host, int port) {
     return port == 22 ? host : fmt::format("[{}]:{}", host, port);
 }
 
-LocalChecker::LocalChecker(SshAgent agent, Clock::time_point deadline)
+LocalChecker::LocalChecker(SshAgent agent, mpi_launcher::Clock::time_point deadline)
     : agent_(std::move(agent)), deadline_(deadline) {}
 
 std::optional<SshClientConfig> LocalChecker::client_config(const std::string& host,
@@ -77,7 +77,7 @@ std::optional<SshClientConfig> LocalChecker::client_config(const std::string& ho
     }
     argv.push_back(host);
     const auto r = run_quick(argv, deadline_);
-    if (r.ending != CommandResult::Ending::exited || r.exit_code != 0) return std::nullopt;
+    if (r.ending != mpi_launcher::CommandResult::Ending::Exited || r.exit_code != 0) return std::nullopt;
     return parse_ssh_config_dump(r.out);
 }
 
@@ -88,9 +88,9 @@ std::string LocalChecker::agent_state() {
         agent_cache_ = "no ssh-agent (SSH_AUTH_SOCK is not set)";
     } else {
         const auto r = run_quick({"ssh-add", "-l"}, deadline_);
-        if (r.ending == CommandResult::Ending::exited && r.exit_code == 0) {
+        if (r.ending == mpi_launcher::CommandResult::Ending::Exited && r.exit_code == 0) {
             agent_cache_ = r.out;
-        } else if (r.ending == CommandResult::Ending::exited && r.exit_code == 1) {
+        } else if (r.ending == mpi_launcher::CommandResult::Ending::Exited && r.exit_code == 1) {
             agent_cache_ = "the ssh-agent holds no key";
         } else {
             agent_cache_ = fmt::format("the ssh-agent at {} does not answer", sock);
@@ -120,8 +120,8 @@ std::vector<std::string> LocalChecker::key_findings(const std::string& key_file,
     }
     // An empty passphrase opens an unprotected key; a protected one fails with "incorrect passphrase".
     const auto r = run_quick({"ssh-keygen", "-y", "-P", "", "-f", key_file}, deadline_);
-    const bool protected_key =
-        r.ending == CommandResult::Ending::exited && r.exit_code != 0 && r.err.find("passphrase") != std::string::npos;
+    const bool protected_key = r.ending == mpi_launcher::CommandResult::Ending::Exited && r.exit_code != 0 &&
+                               r.err.find("passphrase") != std::string::npos;
     if (protected_key) {
         const std::string agent = agent_state();
         const auto fp = run_quick({"ssh-keygen", "-l", "-f", key_file}, deadline_);
@@ -159,7 +159,7 @@ LocalFindings LocalChecker::explain(Problem problem, const std::string& host, co
     if (std::regex_search(evidence, m, std::regex(R"(for '([^']+)' are too open)"))) f.context.key_file = m[1];
     if (!cfg) return f;
 
-    if (problem == Problem::auth_denied || problem == Problem::key_permissions) {
+    if (problem == Problem::AuthDenied || problem == Problem::KeyPermissions) {
         bool any_key = false;
         for (const auto& key : cfg->identity_files) {
             struct stat st {};
@@ -170,7 +170,7 @@ LocalFindings LocalChecker::explain(Problem problem, const std::string& host, co
             bool bad = false;
             for (auto& line : key_findings(key, bad)) f.details.push_back(std::move(line));
             if (bad) {
-                f.refined = Problem::key_permissions;
+                f.refined = Problem::KeyPermissions;
                 f.context.key_file = key;
             }
         }
@@ -181,7 +181,7 @@ LocalFindings LocalChecker::explain(Problem problem, const std::string& host, co
                             fmt::join(cfg->identity_files, ", ")));
         }
     }
-    if (problem == Problem::host_key_unknown || problem == Problem::host_key_changed) {
+    if (problem == Problem::HostKeyUnknown || problem == Problem::HostKeyChanged) {
         std::vector<std::string> names{cfg->hostname.empty() ? host : cfg->hostname};
         for (const auto& a : addresses) {
             if (std::find(names.begin(), names.end(), a) == names.end()) names.push_back(a);
@@ -192,7 +192,7 @@ LocalFindings LocalChecker::explain(Problem problem, const std::string& host, co
             for (const auto& name : names) {
                 const std::string entry = known_hosts_entry(name, cfg->port);
                 const auto r = run_quick({"ssh-keygen", "-F", entry, "-f", file}, deadline_);
-                const bool found = r.ending == CommandResult::Ending::exited && r.exit_code == 0;
+                const bool found = r.ending == mpi_launcher::CommandResult::Ending::Exited && r.exit_code == 0;
                 f.details.push_back(fmt::format("{} entry for '{}' in {}", found ? "an" : "no", entry, file));
             }
         }

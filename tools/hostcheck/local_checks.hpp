@@ -4,7 +4,7 @@
 // exist and are private, whether a passphrase-protected key has an agent holding it, and whether known_hosts has an
 // entry under the name or under the address.
 
-#include "fanout.hpp"
+#include "mpi_launcher/child_process.hpp"
 #include "problem.hpp"
 #include "ssh_agent.hpp"
 
@@ -39,7 +39,7 @@ struct LocalFindings {
 // Caches per-key results, so that a thousand hosts that fail alike cost one check of each key.
 class LocalChecker {
 public:
-    LocalChecker(SshAgent agent, Clock::time_point deadline);
+    LocalChecker(SshAgent agent, mpi_launcher::Clock::time_point deadline);
 
     [[nodiscard]] LocalFindings explain(Problem problem, const std::string& host,
                                         const std::optional<std::string>& user,
@@ -51,7 +51,7 @@ private:
     std::string agent_state();
 
     SshAgent agent_;
-    Clock::time_point deadline_;
+    mpi_launcher::Clock::time_point deadline_;
     std::map<std::string, std::vector<std::string>> key_cache_;
     std::map<std::string, bool> key_permissions_cache_;
     std::optional<std::string> agent_cache_;

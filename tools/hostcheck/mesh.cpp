@@ -85,7 +85,7 @@ MeshResult run_mesh(const std::vector<HostTarget>& targets, const std::vector<st
     result.sample = options.sample;
     result.nodes = nodes;
     const auto pairs = mesh_pairs(nodes, options.sample);
-    for (const auto& [from, to] : pairs) result.pairs.push_back(MeshPair{from, to, false, Problem::other, {}, {}});
+    for (const auto& [from, to] : pairs) result.pairs.push_back(MeshPair{from, to, false, Problem::Other, {}, {}});
 
     // One command per source, its targets on stdin.
     std::map<std::size_t, std::vector<std::size_t>> targets_of;
@@ -93,10 +93,10 @@ MeshResult run_mesh(const std::vector<HostTarget>& targets, const std::vector<st
     std::string agent_line = fmt::format("{}", fmt::join(agent.argv, " "));
     for (const auto& o : batch_options(agent, options.timeout)) agent_line += " " + o;
 
-    std::vector<Command> commands;
+    std::vector<mpi_launcher::Command> commands;
     std::vector<std::size_t> sources;
     for (const auto& [from, tos] : targets_of) {
-        Command c;
+        mpi_launcher::Command c;
         c.argv = remote_argv(agent, options.timeout, targets[from].host, targets[from].user, mesh_remote_command());
         c.input = agent_line + "\n";
         for (auto to : tos) c.input += fmt::format("{} {}\n", targets[to].host, targets[to].user.value_or("-"));
@@ -106,19 +106,20 @@ MeshResult run_mesh(const std::vector<HostTarget>& targets, const std::vector<st
         commands.push_back(std::move(c));
         sources.push_back(from);
     }
-    FanoutOptions fo;
+    mpi_launcher::FanoutOptions fo;
     fo.fanout = options.fanout;
     fo.deadline = options.deadline;
     fo.progress = options.progress;
-    const auto results = run_fanout(commands, fo);
+    const auto results = mpi_launcher::run_fanout(commands, fo);
     for (std::size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
         read_mesh_output(r.out, sources[i], targets, result.pairs);
         // Pairs the source never reported on: the source itself failed or ran out of time.
         for (auto& p : result.pairs) {
             if (p.from != sources[i] || p.ok || !p.evidence.empty()) continue;
-            if (r.ending == CommandResult::Ending::timed_out || r.ending == CommandResult::Ending::not_started) {
-                p.problem = Problem::timeout;
+            if (r.ending == mpi_launcher::CommandResult::Ending::TimedOut ||
+                r.ending == mpi_launcher::CommandResult::Ending::NotStarted) {
+                p.problem = Problem::Timeout;
                 p.evidence = fmt::format("{} did not report on {} in time", targets[p.from].host, targets[p.to].host);
             } else {
                 const auto c = classify_ssh_error(r.err);

@@ -7,8 +7,8 @@
 // With K = --mesh-sample, node i tries the K nodes after it in hostfile order (wrapping around), so every node is
 // a source K times and a target K times; without it, every ordered pair is tried.
 
-#include "fanout.hpp"
 #include "hostfile.hpp"
+#include "mpi_launcher/child_process.hpp"
 #include "problem.hpp"
 #include "ssh_agent.hpp"
 
@@ -54,7 +54,7 @@ struct MeshOptions {
     std::size_t fanout = 64;
     std::chrono::seconds timeout{10};
     std::optional<std::size_t> sample;
-    std::optional<Clock::time_point> deadline;
+    std::optional<mpi_launcher::Clock::time_point> deadline;
     std::function<void(std::size_t, std::size_t)> progress;
 };
 

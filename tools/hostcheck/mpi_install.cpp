@@ -1,5 +1,7 @@
 #include "mpi_install.hpp"
 
+#include "mpi_launcher/launcher_command.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,96 +9,35 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 namespace lockstep::hostcheck {
 
-std::string_view to_string(MpiFlavour flavour) noexcept {
-    switch (flavour) {
-        case MpiFlavour::openmpi:
-            return "openmpi";
-        case MpiFlavour::mpich:
-            return "mpich";
-        case MpiFlavour::intelmpi:
-            return "intelmpi";
-        case MpiFlavour::unknown:
-            return "unknown";
-        case MpiFlavour::none:
-            return "none";
-    }
-    return "unknown";
-}
-
-std::string MpiInstall::describe() const {
-    switch (flavour) {
-        case MpiFlavour::openmpi:
-            return "Open MPI " + version;
-        case MpiFlavour::mpich:
-            return "MPICH " + version;
-        case MpiFlavour::intelmpi:
-            return "Intel MPI " + version;
-        case MpiFlavour::unknown:
-            return "unknown MPI (" + version_text + ")";
-        case MpiFlavour::none:
-            return "none";
-    }
-    return "none";
-}
-
-int MpiInstall::major_version() const {
-    return std::atoi(version.c_str());
-}
-
-MpiInstall parse_mpi_version(std::string_view text) {
-    MpiInstall mpi;
-    const std::string s(text);
-    std::smatch m;
-    if (std::regex_search(s, m, std::regex(R"(\(Open MPI\)\s+(\S+))")) ||
-        std::regex_search(s, m, std::regex(R"(\(OpenRTE\)\s+(\S+))")) ||
-        std::regex_search(s, m, std::regex(R"(\(PRRTE\)\s+(\S+))"))) {
-        mpi.flavour = MpiFlavour::openmpi;
-        mpi.version = m[1];
-    } else if (std::regex_search(s, m, std::regex(R"(Intel\(R\) MPI Library[^\n]*Version\s+([^\s,]+))"))) {
-        mpi.flavour = MpiFlavour::intelmpi;
-        mpi.version = m[1];
-    } else if (std::regex_search(s, m, std::regex(R"(HYDRA build details:\s*\n\s*Version:\s+(\S+))")) ||
-               std::regex_search(s, m, std::regex(R"(MPICH Version:\s+(\S+))"))) {
-        mpi.flavour = MpiFlavour::mpich;
-        mpi.version = m[1];
-    } else if (!s.empty()) {
-        mpi.flavour = MpiFlavour::unknown;
-    }
-    std::string_view first = text.substr(0, text.find('\n'));
-    while (!first.empty() && std::isspace(static_cast<unsigned char>(first.back()))) first.remove_suffix(1);
-    mpi.version_text = std::string(first);
-    return mpi;
-}
-
-MpiInstall detect_local_mpi(Clock::time_point deadline) {
+mpi_launcher::MpiInstall detect_local_mpi(mpi_launcher::Clock::time_point deadline) {
     for (const char* name : {"mpirun", "mpiexec"}) {
-        const std::string path = find_program(name);
+        const std::string path = mpi_launcher::find_program(name);
         if (path.empty()) continue;
-        Command cmd;
-        cmd.argv = {path, "--version"};
-        cmd.timeout = std::chrono::seconds(10);
-        const auto r = run_command(cmd, deadline);
-        MpiInstall mpi = parse_mpi_version(r.out + r.err);
-        if (mpi.flavour == MpiFlavour::none) mpi.flavour = MpiFlavour::unknown;
+        mpi_launcher::MpiInstall mpi =
+            mpi_launcher::parse_mpi_version(mpi_launcher::version_output(path, std::chrono::seconds(10), deadline));
+        if (mpi.flavour == mpi_launcher::MpiFlavour::None) mpi.flavour = mpi_launcher::MpiFlavour::Unknown;
         mpi.launcher_path = path;
         return mpi;
     }
     return {};
 }
 
-std::vector<std::string> launcher_daemons(const MpiInstall& mpi) {
+std::vector<std::string> launcher_daemons(const mpi_launcher::MpiInstall& mpi) {
     switch (mpi.flavour) {
-        case MpiFlavour::openmpi:
-            return {mpi.major_version() >= 5 ? "prted" : "orted"};
-        case MpiFlavour::mpich:
-        case MpiFlavour::intelmpi:
+        case mpi_launcher::MpiFlavour::OpenMpi:
+            if (mpi.version.empty()) return {"orted", "prted"};
+            return {mpi.runs_on_prrte() ? "prted" : "orted"};
+        case mpi_launcher::MpiFlavour::Prrte:
+            return {"prted"};
+        case mpi_launcher::MpiFlavour::Mpich:
+        case mpi_launcher::MpiFlavour::IntelMpi:
+        case mpi_launcher::MpiFlavour::Mvapich:
             return {"hydra_pmi_proxy"};
-        case MpiFlavour::unknown:
-        case MpiFlavour::none:
+        case mpi_launcher::MpiFlavour::Unknown:
+        case mpi_launcher::MpiFlavour::None:
             break;
     }
     return {"orted", "prted", "hydra_pmi_proxy"};
@@ -130,7 +71,8 @@ std::optional<McaParameter> from_file(const std::filesystem::path& file, const s
 
 }  // namespace
 
-std::optional<McaParameter> openmpi_parameter(const std::vector<std::string>& names, const MpiInstall& mpi) {
+std::optional<McaParameter> openmpi_parameter(const std::vector<std::string>& names,
+                                              const mpi_launcher::MpiInstall& mpi) {
     for (const auto& name : names) {
         for (const char* prefix : {"OMPI_MCA_", "PRTE_MCA_"}) {
             const std::string var = prefix + name;
@@ -157,8 +99,8 @@ std::optional<McaParameter> openmpi_parameter(const std::vector<std::string>& na
     return std::nullopt;
 }
 
-bool openmpi_tree_spawn(const MpiInstall& mpi) {
-    if (mpi.flavour != MpiFlavour::openmpi) return false;
+bool openmpi_tree_spawn(const mpi_launcher::MpiInstall& mpi) {
+    if (mpi_launcher::launcher_for(mpi.flavour) != mpi_launcher::Launcher::OpenMpi) return false;
     const auto p = openmpi_parameter({"plm_rsh_no_tree_spawn", "plm_ssh_no_tree_spawn"}, mpi);
     if (!p) return true;
     std::string v = p->value;

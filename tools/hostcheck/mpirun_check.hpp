@@ -5,9 +5,10 @@
 // It runs under a time limit; a launch that outlives it is reported as a hang, with the nodes that never answered.
 // The hostfile given to the launcher is written fresh (one slot per host), holding the hosts the probe passed.
 
-#include "fanout.hpp"
 #include "hostfile.hpp"
 #include "mpi_install.hpp"
+#include "mpi_launcher/child_process.hpp"
+#include "mpi_launcher/launcher_command.hpp"
 #include "problem.hpp"
 #include "ssh_agent.hpp"
 
@@ -16,8 +17,6 @@
 #include <vector>
 
 namespace lockstep::hostcheck {
-
-enum class Launcher { openmpi, hydra, srun };
 
 struct MpirunResult {
     bool ran = false;
@@ -29,34 +28,35 @@ struct MpirunResult {
     std::vector<std::string> answered;  // names printed by the launched processes
     std::vector<std::string> missing;   // hosts whose name was expected but never printed
     std::optional<int> exit_code;
-    Seconds elapsed{0};
+    mpi_launcher::Seconds elapsed{0};
     std::string evidence;
     std::string remedy;
 };
 
 struct MpirunOptions {
     std::chrono::seconds timeout{60};
-    std::optional<Clock::time_point> deadline;
-    std::optional<Launcher> launcher;        // nullopt: from the local MPI
-    std::optional<std::string> ssh_command;  // passed on to the launcher when given with --ssh-command
-    std::string work_dir;                    // where the launcher's hostfile is written
+    std::optional<mpi_launcher::Clock::time_point> deadline;
+    std::optional<mpi_launcher::Launcher> launcher;  // nullopt: from the local MPI
+    std::optional<std::string> ssh_command;          // passed on to the launcher when given with --ssh-command
+    std::string work_dir;                            // where the launcher's hostfile is written
 };
 
 // The launcher's argv for these hosts (hostfile written at `hostfile_path`).
-[[nodiscard]] std::vector<std::string> mpirun_argv(Launcher launcher, const MpiInstall& mpi,
+[[nodiscard]] std::vector<std::string> mpirun_argv(mpi_launcher::Launcher launcher, const mpi_launcher::MpiInstall& mpi,
                                                    const std::string& hostfile_path, std::size_t nodes,
                                                    const std::vector<std::string>& host_list,
                                                    const std::optional<std::string>& ssh_command);
 
 // The hostfile text for the launcher: one slot per host, in its own syntax.
-[[nodiscard]] std::string launcher_hostfile(Launcher launcher, const std::vector<HostTarget>& hosts);
+[[nodiscard]] std::string launcher_hostfile(mpi_launcher::Launcher launcher, const std::vector<HostTarget>& hosts);
 
 // Compares the printed names with the expected ones, filling answered/missing and the status.
-void judge_mpirun(MpirunResult& result, const CommandResult& run, const std::vector<std::string>& host_names);
+void judge_mpirun(MpirunResult& result, const mpi_launcher::CommandResult& run,
+                  const std::vector<std::string>& host_names);
 
 // hosts[i] reported expected_names[i] to the probe.
 [[nodiscard]] MpirunResult run_mpirun_check(const std::vector<HostTarget>& hosts,
-                                            const std::vector<std::string>& expected_names, const MpiInstall& mpi,
-                                            const MpirunOptions& options);
+                                            const std::vector<std::string>& expected_names,
+                                            const mpi_launcher::MpiInstall& mpi, const MpirunOptions& options);
 
 }  // namespace lockstep::hostcheck

@@ -18,9 +18,9 @@ const std::string& probe_remote_command() {
         "p=$(command -v $c 2>/dev/null) && echo \"program $c $p\"; done; "
         "if command -v mpirun >/dev/null 2>&1; then m=mpirun; "
         "elif command -v mpiexec >/dev/null 2>&1; then m=mpiexec; else m=; fi; "
-        "if [ -n \"$m\" ]; then $m --version 2>&1 </dev/null | head -n 4 | sed \"s/^/version /\"; fi; "
+        "if [ -n \"$m\" ]; then $m --version 2>&1 </dev/null | head -n {} | sed \"s/^/version /\"; fi; "
         "echo {}'",
-        probe_begin, probe_end);
+        probe_begin, mpi_launcher::version_text_lines, probe_end);
     return command;
 }
 
@@ -54,7 +54,7 @@ std::optional<RemoteFacts> parse_probe_output(std::string_view out) {
         }
     }
     facts.version_text = fmt::format("{}", fmt::join(version_lines, "\n"));
-    facts.mpi = parse_mpi_version(facts.version_text);
+    facts.mpi = mpi_launcher::parse_mpi_version(facts.version_text);
     if (auto it = facts.programs.find("mpirun"); it != facts.programs.end()) {
         facts.mpi.launcher_path = it->second;
     } else if (auto it2 = facts.programs.find("mpiexec"); it2 != facts.programs.end()) {
@@ -63,7 +63,7 @@ std::optional<RemoteFacts> parse_probe_output(std::string_view out) {
     return facts;
 }
 
-ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::string>& daemons,
+ProbeOutcome judge_probe(const mpi_launcher::CommandResult& result, const std::vector<std::string>& daemons,
                          std::chrono::milliseconds timeout) {
     ProbeOutcome o;
     o.elapsed = result.elapsed;
@@ -74,7 +74,7 @@ ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::str
         const bool has_daemon =
             std::any_of(daemons.begin(), daemons.end(), [&](const std::string& d) { return programs.contains(d); });
         if (!has_daemon) {
-            o.problem = Problem::remote_mpi_missing;
+            o.problem = Problem::RemoteMpiMissing;
             o.missing_daemon = fmt::format("{}", fmt::join(daemons, " or "));
             std::vector<std::string> found;
             for (const auto& [name, path] : programs) found.push_back(name + "=" + path);
@@ -82,40 +82,41 @@ ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::str
                 fmt::format("{} not found on the non-interactive PATH={}; MPI programs found: {}", o.missing_daemon,
                             o.facts->path, found.empty() ? "none" : fmt::format("{}", fmt::join(found, ", ")));
             o.evidence_line = fmt::format("{} not on PATH={}", o.missing_daemon, o.facts->path);
-        } else if (result.ending == CommandResult::Ending::timed_out && !o.facts->complete) {
-            o.problem = Problem::timeout;
+        } else if (result.ending == mpi_launcher::CommandResult::Ending::TimedOut && !o.facts->complete) {
+            o.problem = Problem::Timeout;
             o.evidence = fmt::format("the node answered but the check did not finish within {} s:\n{}",
-                                     Seconds(timeout).count(), clip_evidence(result.out + result.err));
+                                     mpi_launcher::Seconds(timeout).count(), clip_evidence(result.out + result.err));
             o.evidence_line = "answered, then stopped responding";
         }
         return o;
     }
     switch (result.ending) {
-        case CommandResult::Ending::timed_out: {
-            o.problem = Problem::timeout;
-            o.evidence = result.err.empty()
-                             ? fmt::format("no answer within {} s (ssh printed nothing)", Seconds(timeout).count())
-                             : clip_evidence(result.err);
+        case mpi_launcher::CommandResult::Ending::TimedOut: {
+            o.problem = Problem::Timeout;
+            o.evidence = result.err.empty() ? fmt::format("no answer within {} s (ssh printed nothing)",
+                                                          mpi_launcher::Seconds(timeout).count())
+                                            : clip_evidence(result.err);
             const auto c = classify_ssh_error(result.err);
-            o.evidence_line = c.line.empty() ? fmt::format("no answer within {} s", Seconds(timeout).count()) : c.line;
+            o.evidence_line =
+                c.line.empty() ? fmt::format("no answer within {} s", mpi_launcher::Seconds(timeout).count()) : c.line;
             return o;
         }
-        case CommandResult::Ending::not_started:
-            o.problem = Problem::timeout;
+        case mpi_launcher::CommandResult::Ending::NotStarted:
+            o.problem = Problem::Timeout;
             o.evidence = "not checked: the run's --max-time ran out before this host's turn";
             o.evidence_line = o.evidence;
             return o;
-        case CommandResult::Ending::spawn_failed:
-            o.problem = Problem::other;
+        case mpi_launcher::CommandResult::Ending::SpawnFailed:
+            o.problem = Problem::Other;
             o.evidence = result.spawn_error;
             o.evidence_line = result.spawn_error;
             return o;
-        case CommandResult::Ending::signalled:
-            o.problem = Problem::other;
+        case mpi_launcher::CommandResult::Ending::Signalled:
+            o.problem = Problem::Other;
             o.evidence = fmt::format("ssh was killed by signal {}\n{}", result.signal, clip_evidence(result.err));
             o.evidence_line = fmt::format("ssh killed by signal {}", result.signal);
             return o;
-        case CommandResult::Ending::exited:
+        case mpi_launcher::CommandResult::Ending::Exited:
             break;
     }
     const auto c = classify_ssh_error(result.err);
@@ -123,7 +124,7 @@ ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::str
     o.evidence = clip_evidence(result.err.empty() ? result.out : result.err);
     if (o.evidence.empty()) o.evidence = fmt::format("ssh exited with {} and printed nothing", result.exit_code);
     o.evidence_line = c.line.empty() ? fmt::format("ssh exited with {}", result.exit_code) : c.line;
-    if (result.exit_code != 255 && c.problem == Problem::other) {
+    if (result.exit_code != 255 && c.problem == Problem::Other) {
         // The remote shell itself failed before the script started (a broken login shell, a forced command).
         o.evidence_line =
             fmt::format("remote command exited with {} before the check ran: {}", result.exit_code, c.line);
@@ -133,21 +134,21 @@ ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::str
 
 std::vector<ProbeOutcome> probe_hosts(const std::vector<HostTarget>& targets, const SshAgent& agent,
                                       const std::vector<std::string>& daemons, const ProbeOptions& options) {
-    std::vector<Command> commands;
+    std::vector<mpi_launcher::Command> commands;
     commands.reserve(targets.size());
     for (const auto& t : targets) {
-        Command c;
+        mpi_launcher::Command c;
         c.argv = remote_argv(agent, options.timeout, t.host, t.user, probe_remote_command());
         // ConnectTimeout covers the TCP connect and the banner; the extra second lets ssh print its own message
         // before the hard limit stops it.
         c.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout) + std::chrono::seconds(1);
         commands.push_back(std::move(c));
     }
-    FanoutOptions fo;
+    mpi_launcher::FanoutOptions fo;
     fo.fanout = options.fanout;
     fo.deadline = options.deadline;
     fo.progress = options.progress;
-    const auto results = run_fanout(commands, fo);
+    const auto results = mpi_launcher::run_fanout(commands, fo);
     std::vector<ProbeOutcome> outcomes;
     outcomes.reserve(results.size());
     for (std::size_t i = 0; i < results.size(); ++i)

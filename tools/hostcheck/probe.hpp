@@ -5,9 +5,9 @@
 // the script reports what the launcher will meet there: the node's name, its non-interactive PATH, where the MPI
 // programs are and which MPI answers to --version.
 
-#include "fanout.hpp"
 #include "hostfile.hpp"
 #include "mpi_install.hpp"
+#include "mpi_launcher/child_process.hpp"
 #include "problem.hpp"
 #include "ssh_agent.hpp"
 
@@ -27,7 +27,7 @@ struct RemoteFacts {
     std::string path;                             // the non-interactive PATH
     std::map<std::string, std::string> programs;  // name -> path, for the MPI programs found
     std::string version_text;                     // what mpirun/mpiexec --version printed (first lines)
-    MpiInstall mpi;
+    mpi_launcher::MpiInstall mpi;
     bool complete = false;  // the end sentinel arrived
 };
 
@@ -44,17 +44,17 @@ struct ProbeOutcome {
     std::string evidence_line;       // the decisive line, for the table
     std::string missing_daemon;      // for remote_mpi_missing
     std::optional<RemoteFacts> facts;
-    Seconds elapsed{0};
+    mpi_launcher::Seconds elapsed{0};
 };
 
 // Judges one finished probe. `daemons`: the launcher programs of which one must be on the node's PATH.
-[[nodiscard]] ProbeOutcome judge_probe(const CommandResult& result, const std::vector<std::string>& daemons,
-                                       std::chrono::milliseconds timeout);
+[[nodiscard]] ProbeOutcome judge_probe(const mpi_launcher::CommandResult& result,
+                                       const std::vector<std::string>& daemons, std::chrono::milliseconds timeout);
 
 struct ProbeOptions {
     std::size_t fanout = 64;
     std::chrono::seconds timeout{10};
-    std::optional<Clock::time_point> deadline;
+    std::optional<mpi_launcher::Clock::time_point> deadline;
     std::function<void(std::size_t, std::size_t)> progress;
 };
 

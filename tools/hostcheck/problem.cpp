@@ -9,49 +9,49 @@ namespace lockstep::hostcheck {
 
 namespace {
 constexpr std::array<std::pair<Problem, std::string_view>, 13> names{{
-    {Problem::dns, "dns"},
-    {Problem::refused, "refused"},
-    {Problem::timeout, "timeout"},
-    {Problem::no_route, "no_route"},
-    {Problem::host_key_unknown, "host_key_unknown"},
-    {Problem::host_key_changed, "host_key_changed"},
-    {Problem::auth_denied, "auth_denied"},
-    {Problem::key_permissions, "key_permissions"},
-    {Problem::connection_closed, "connection_closed"},
-    {Problem::remote_mpi_missing, "remote_mpi_missing"},
-    {Problem::same_machine, "same_machine"},
-    {Problem::mpi_mismatch, "mpi_mismatch"},
-    {Problem::other, "other"},
+    {Problem::Dns, "dns"},
+    {Problem::Refused, "refused"},
+    {Problem::Timeout, "timeout"},
+    {Problem::NoRoute, "no_route"},
+    {Problem::HostKeyUnknown, "host_key_unknown"},
+    {Problem::HostKeyChanged, "host_key_changed"},
+    {Problem::AuthDenied, "auth_denied"},
+    {Problem::KeyPermissions, "key_permissions"},
+    {Problem::ConnectionClosed, "connection_closed"},
+    {Problem::RemoteMpiMissing, "remote_mpi_missing"},
+    {Problem::SameMachine, "same_machine"},
+    {Problem::MpiMismatch, "mpi_mismatch"},
+    {Problem::Other, "other"},
 }};
 
 // Patterns in the order they are tried; the texts are OpenSSH's (client, 7.x to 9.x) and glibc's resolver messages.
 constexpr std::array<std::pair<Problem, std::string_view>, 26> patterns{{
-    {Problem::key_permissions, "are too open"},
-    {Problem::key_permissions, "UNPROTECTED PRIVATE KEY FILE"},
-    {Problem::key_permissions, "Bad owner or permissions on"},
-    {Problem::host_key_changed, "has changed and you have requested strict checking"},
-    {Problem::host_key_changed, "REMOTE HOST IDENTIFICATION HAS CHANGED"},
-    {Problem::host_key_changed, "POSSIBLE DNS SPOOFING DETECTED"},
-    {Problem::host_key_unknown, "host key is known for"},
-    {Problem::host_key_unknown, "Host key verification failed"},
-    {Problem::auth_denied, "Permission denied"},
-    {Problem::auth_denied, "Too many authentication failures"},
-    {Problem::auth_denied, "No more authentication methods"},
-    {Problem::dns, "Could not resolve hostname"},
-    {Problem::dns, "Name or service not known"},
-    {Problem::dns, "Temporary failure in name resolution"},
-    {Problem::dns, "nodename nor servname provided"},
-    {Problem::dns, "No address associated with hostname"},
-    {Problem::refused, "Connection refused"},
-    {Problem::no_route, "No route to host"},
-    {Problem::no_route, "Network is unreachable"},
-    {Problem::timeout, "Connection timed out"},
-    {Problem::timeout, "timed out during banner exchange"},
-    {Problem::timeout, "Operation timed out"},
-    {Problem::connection_closed, "kex_exchange_identification"},
-    {Problem::connection_closed, "ssh_exchange_identification"},
-    {Problem::connection_closed, "Connection reset by peer"},
-    {Problem::connection_closed, "Connection closed by"},
+    {Problem::KeyPermissions, "are too open"},
+    {Problem::KeyPermissions, "UNPROTECTED PRIVATE KEY FILE"},
+    {Problem::KeyPermissions, "Bad owner or permissions on"},
+    {Problem::HostKeyChanged, "has changed and you have requested strict checking"},
+    {Problem::HostKeyChanged, "REMOTE HOST IDENTIFICATION HAS CHANGED"},
+    {Problem::HostKeyChanged, "POSSIBLE DNS SPOOFING DETECTED"},
+    {Problem::HostKeyUnknown, "host key is known for"},
+    {Problem::HostKeyUnknown, "Host key verification failed"},
+    {Problem::AuthDenied, "Permission denied"},
+    {Problem::AuthDenied, "Too many authentication failures"},
+    {Problem::AuthDenied, "No more authentication methods"},
+    {Problem::Dns, "Could not resolve hostname"},
+    {Problem::Dns, "Name or service not known"},
+    {Problem::Dns, "Temporary failure in name resolution"},
+    {Problem::Dns, "nodename nor servname provided"},
+    {Problem::Dns, "No address associated with hostname"},
+    {Problem::Refused, "Connection refused"},
+    {Problem::NoRoute, "No route to host"},
+    {Problem::NoRoute, "Network is unreachable"},
+    {Problem::Timeout, "Connection timed out"},
+    {Problem::Timeout, "timed out during banner exchange"},
+    {Problem::Timeout, "Operation timed out"},
+    {Problem::ConnectionClosed, "kex_exchange_identification"},
+    {Problem::ConnectionClosed, "ssh_exchange_identification"},
+    {Problem::ConnectionClosed, "Connection reset by peer"},
+    {Problem::ConnectionClosed, "Connection closed by"},
 }};
 
 std::string line_around(std::string_view text, std::size_t at) {
@@ -91,7 +91,7 @@ Classification classify_ssh_error(std::string_view ssh_stderr) {
             return {problem, line_around(ssh_stderr, at)};
         }
     }
-    return {Problem::other, last_line(ssh_stderr)};
+    return {Problem::Other, last_line(ssh_stderr)};
 }
 
 std::string remedy_for(Problem p, const RemedyContext& c) {
@@ -100,68 +100,68 @@ std::string remedy_for(Problem p, const RemedyContext& c) {
     const std::string known_hosts = c.known_hosts.empty() ? "~/.ssh/known_hosts" : c.known_hosts;
     const std::string key_entry = c.port != 22 ? fmt::format("[{}]:{}", c.host, c.port) : c.host;
     switch (p) {
-        case Problem::dns:
+        case Problem::Dns:
             return fmt::format(
                 "'{}' does not resolve here: correct the name in the hostfile, or add it to DNS or "
                 "/etc/hosts on every node ('getent hosts {}' must answer)",
                 c.host, c.host);
-        case Problem::refused:
+        case Problem::Refused:
             return fmt::format(
                 "nothing accepts connections on {} port {}: start sshd there (systemctl start ssh), or "
                 "if it listens on another port set Port for this host in ~/.ssh/config",
                 c.host, c.port);
-        case Problem::timeout:
+        case Problem::Timeout:
             return fmt::format(
                 "{} did not answer in time: check that it is up, that no firewall drops port {}, and "
                 "that its sshd is not hung; raise --timeout for slow links",
                 c.host, c.port);
-        case Problem::no_route:
+        case Problem::NoRoute:
             return fmt::format(
                 "no network path to {}: check its address and this machine's routes "
                 "('ip route get ADDRESS')",
                 c.host);
-        case Problem::host_key_unknown:
+        case Problem::HostKeyUnknown:
             return fmt::format(
                 "{}'s host key is not in {}: check its fingerprint on the node (ssh-keygen -lf "
                 "/etc/ssh/ssh_host_ed25519_key.pub), then add it with 'ssh-keyscan {}{} >> {}'; every "
                 "node needs every other node's key too, so share one known_hosts file",
                 c.host, known_hosts, port_flag, c.host, known_hosts);
-        case Problem::host_key_changed:
+        case Problem::HostKeyChanged:
             return fmt::format(
                 "{} shows another host key than {} records: if the node was reinstalled, remove the old "
                 "entry with \"ssh-keygen -R '{}' -f {}\" and add the new one after checking it; if not, "
                 "treat it as a possible attack",
                 c.host, known_hosts, key_entry, known_hosts);
-        case Problem::auth_denied:
+        case Problem::AuthDenied:
             return fmt::format(
                 "{} refused every key offered: authorise yours with 'ssh-copy-id {}-i {}.pub {}', check "
                 "that ~/.ssh on the node is not group- or world-writable, and if the key has a "
                 "passphrase load it with ssh-add",
                 c.host, port_flag, c.key_file.empty() ? "~/.ssh/id_ed25519" : c.key_file, login);
-        case Problem::key_permissions:
+        case Problem::KeyPermissions:
             return fmt::format("ssh ignores {} because others can read it: chmod 600 {} (and chmod 700 ~/.ssh)",
                                c.key_file.empty() ? "the private key" : c.key_file,
                                c.key_file.empty() ? "KEYFILE" : c.key_file);
-        case Problem::connection_closed:
+        case Problem::ConnectionClosed:
             return fmt::format(
                 "{} closed the connection before authentication: its sshd may be at MaxStartups (lower "
                 "--fanout, or raise MaxStartups in its sshd_config), or AllowUsers, DenyUsers or "
                 "/etc/hosts.deny refuse this client",
                 c.host);
-        case Problem::remote_mpi_missing:
+        case Problem::RemoteMpiMissing:
             return fmt::format(
                 "ssh works, but {} is not on {}'s non-interactive PATH (the PATH of 'ssh {} cmd', which "
                 "skips login scripts): install MPI there, or set PATH in ~/.bashrc above its "
                 "interactive-only return, or start Open MPI's mpirun by its absolute path or with "
                 "--prefix, which sets the nodes' PATH for its daemons",
                 c.missing_daemon.empty() ? "the MPI launcher" : c.missing_daemon, c.host, c.host);
-        case Problem::same_machine:
+        case Problem::SameMachine:
             return "these names reach one machine, which MPI would count as separate nodes and oversubscribe: list the "
                    "machine once, with slots=N";
-        case Problem::mpi_mismatch:
+        case Problem::MpiMismatch:
             return "install the same MPI implementation and version on every node, or put the same one first on the "
                    "non-interactive PATH";
-        case Problem::other:
+        case Problem::Other:
             return fmt::format("read the evidence; 'ssh -vvv -o BatchMode=yes {}{} true' shows each step", port_flag,
                                login);
     }

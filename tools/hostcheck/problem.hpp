@@ -10,19 +10,19 @@
 namespace lockstep::hostcheck {
 
 enum class Problem {
-    dns,                 // the name does not resolve
-    refused,             // nothing listens on the ssh port
-    timeout,             // no answer in time: filtered port, a hung sshd, a host that is down
-    no_route,            // no route to host / network unreachable
-    host_key_unknown,    // the host key is not in known_hosts and strict checking is on
-    host_key_changed,    // known_hosts holds another key for this host
-    auth_denied,         // the server refused every key
-    key_permissions,     // ssh ignored a private key (or config) because others can read it
-    connection_closed,   // the server closed the connection before authentication (MaxStartups, TCP wrappers)
-    remote_mpi_missing,  // ssh works but the MPI launcher daemons are not on the non-interactive PATH
-    same_machine,        // two different names reach the same machine: silent oversubscription
-    mpi_mismatch,        // the node runs another MPI implementation or version than the launching node
-    other,               // anything else; the evidence says what
+    Dns,               // the name does not resolve
+    Refused,           // nothing listens on the ssh port
+    Timeout,           // no answer in time: filtered port, a hung sshd, a host that is down
+    NoRoute,           // no route to host / network unreachable
+    HostKeyUnknown,    // the host key is not in known_hosts and strict checking is on
+    HostKeyChanged,    // known_hosts holds another key for this host
+    AuthDenied,        // the server refused every key
+    KeyPermissions,    // ssh ignored a private key (or config) because others can read it
+    ConnectionClosed,  // the server closed the connection before authentication (MaxStartups, TCP wrappers)
+    RemoteMpiMissing,  // ssh works but the MPI launcher daemons are not on the non-interactive PATH
+    SameMachine,       // two different names reach the same machine: silent oversubscription
+    MpiMismatch,       // the node runs another MPI implementation or version than the launching node
+    Other,             // anything else; the evidence says what
 };
 
 [[nodiscard]] std::string_view to_string(Problem p) noexcept;
@@ -31,7 +31,7 @@ enum class Problem {
 // What ssh printed, sorted into a code. `line` is the line of the text that decided it (empty when none did), the
 // line a table shows.
 struct Classification {
-    Problem problem = Problem::other;
+    Problem problem = Problem::Other;
     std::string line;
 };
 

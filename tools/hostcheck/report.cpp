@@ -15,13 +15,13 @@ using nlohmann::json;
 
 std::string_view to_string(HostStatus s) noexcept {
     switch (s) {
-        case HostStatus::ok:
+        case HostStatus::Ok:
             return "ok";
-        case HostStatus::warning:
+        case HostStatus::Warning:
             return "warning";
-        case HostStatus::failed:
+        case HostStatus::Failed:
             return "failed";
-        case HostStatus::skipped:
+        case HostStatus::Skipped:
             return "skipped";
     }
     return "skipped";
@@ -35,21 +35,21 @@ std::size_t Report::mesh_failures() const {
 bool Report::mpirun_failed() const {
     if (mpirun.ran) return mpirun.status != "ok";
     // Not run because MPI is missing here: the job cannot start from this machine either.
-    return settings.local_mpi.flavour == MpiFlavour::none &&
+    return settings.local_mpi.flavour == mpi_launcher::MpiFlavour::None &&
            std::find(settings.skipped_stages.begin(), settings.skipped_stages.end(), "mpirun") ==
                settings.skipped_stages.end();
 }
 
 int Report::exit_code() const {
     const bool host_problem = std::any_of(hosts.begin(), hosts.end(), [](const HostReport& h) {
-        return h.status == HostStatus::failed || h.status == HostStatus::warning;
+        return h.status == HostStatus::Failed || h.status == HostStatus::Warning;
     });
     return host_problem || mesh_failures() > 0 || mpirun_failed() ? 1 : 0;
 }
 
 namespace {
 
-double round_ms(Seconds s) {
+double round_ms(mpi_launcher::Seconds s) {
     return std::round(s.count() * 1000.0) / 1000.0;
 }
 
@@ -57,7 +57,7 @@ json optional_string(const std::optional<std::string>& s) {
     return s ? json(*s) : json(nullptr);
 }
 
-json mpi_json(const MpiInstall& mpi) {
+json mpi_json(const mpi_launcher::MpiInstall& mpi) {
     return json{{"flavour", to_string(mpi.flavour)},
                 {"version", mpi.version.empty() ? json(nullptr) : json(mpi.version)},
                 {"launcher", mpi.launcher_path.empty() ? json(nullptr) : json(mpi.launcher_path)},
@@ -123,7 +123,7 @@ json to_json(const Report& r) {
         if (p.ok) continue;
         failures.push_back(json{{"from", r.hostfile.targets[p.from].host},
                                 {"to", r.hostfile.targets[p.to].host},
-                                {"problem", to_string(p.problem.value_or(Problem::other))},
+                                {"problem", to_string(p.problem.value_or(Problem::Other))},
                                 {"evidence", p.evidence},
                                 {"remedy", p.remedy}});
     }
@@ -205,13 +205,13 @@ struct Palette {
     [[nodiscard]] std::string status(HostStatus s) const {
         const std::string text(to_string(s));
         switch (s) {
-            case HostStatus::ok:
+            case HostStatus::Ok:
                 return paint(text, "32");
-            case HostStatus::warning:
+            case HostStatus::Warning:
                 return paint(text, "33");
-            case HostStatus::failed:
+            case HostStatus::Failed:
                 return paint(text, "31");
-            case HostStatus::skipped:
+            case HostStatus::Skipped:
                 return paint(text, "2");
         }
         return text;
@@ -332,7 +332,7 @@ void print_mesh(std::ostream& out, const Report& r, const Palette& p) {
         if (pair.ok) continue;
         const std::string first_line = pair.evidence.substr(0, pair.evidence.find('\n'));
         fmt::print(out, "  {} -> {}: {}: {}\n    remedy: {}\n", targets[pair.from].host, targets[pair.to].host,
-                   to_string(pair.problem.value_or(Problem::other)), first_line, pair.remedy);
+                   to_string(pair.problem.value_or(Problem::Other)), first_line, pair.remedy);
     }
 }
 
@@ -373,9 +373,9 @@ void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
     std::size_t warn = 0;
     std::size_t failed = 0;
     for (const auto& h : r.hosts) {
-        ok += h.status == HostStatus::ok;
-        warn += h.status == HostStatus::warning;
-        failed += h.status == HostStatus::failed;
+        ok += h.status == HostStatus::Ok;
+        warn += h.status == HostStatus::Warning;
+        failed += h.status == HostStatus::Failed;
         if (h.problem) ++problems[std::string(to_string(*h.problem))];
     }
     std::vector<std::string> counts;

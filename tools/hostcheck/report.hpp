@@ -22,7 +22,7 @@ namespace lockstep::hostcheck {
 
 inline constexpr std::string_view schema_id = "lockstep.hostcheck/1";
 
-enum class HostStatus { ok, warning, failed, skipped };
+enum class HostStatus { Ok, Warning, Failed, Skipped };
 [[nodiscard]] std::string_view to_string(HostStatus s) noexcept;
 
 struct HostReport {
@@ -31,7 +31,7 @@ struct HostReport {
     std::vector<int> lines;
     int slots = 0;  // as OpenMPI counts them
     std::vector<std::string> addresses;
-    HostStatus status = HostStatus::skipped;
+    HostStatus status = HostStatus::Skipped;
     std::optional<Problem> problem;
     std::string evidence;       // exact text
     std::string evidence_line;  // the decisive line, for the table
@@ -39,7 +39,7 @@ struct HostReport {
     std::vector<std::string> details;          // local findings and secondary observations
     std::vector<std::string> same_machine_as;  // other hostfile names of the same machine
     std::optional<RemoteFacts> remote;
-    std::optional<Seconds> probe_elapsed;
+    std::optional<mpi_launcher::Seconds> probe_elapsed;
 };
 
 // Nodes that answered the probe alike, as `clush -b` groups identical output.
@@ -54,8 +54,8 @@ struct RunSettings {
     std::size_t fanout = 64;
     std::chrono::seconds timeout{10};
     std::optional<std::chrono::seconds> max_time;
-    Seconds time_bound{0};
-    MpiInstall local_mpi;
+    mpi_launcher::Seconds time_bound{0};
+    mpi_launcher::MpiInstall local_mpi;
     bool tree_spawn = false;
     std::vector<std::string> skipped_stages;
 };
@@ -68,7 +68,7 @@ struct Report {
     std::vector<EnvironmentGroup> environment;
     MeshResult mesh;
     MpirunResult mpirun;
-    Seconds elapsed{0};
+    mpi_launcher::Seconds elapsed{0};
 
     [[nodiscard]] bool environment_consistent() const { return environment.size() <= 1; }
     [[nodiscard]] std::size_t mesh_failures() const;

@@ -79,7 +79,7 @@ void resolve_worker(const std::shared_ptr<ResolveState>& state) {
 }  // namespace
 
 std::vector<Resolution> resolve_names(const std::vector<std::string>& names, std::size_t parallel,
-                                      Clock::time_point deadline) {
+                                      mpi_launcher::Clock::time_point deadline) {
     auto state = std::make_shared<ResolveState>();
     state->names = names;
     state->results.resize(names.size());

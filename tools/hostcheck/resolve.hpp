@@ -6,7 +6,7 @@
 // to this machine (loopback, or an address of one of its interfaces). Two such names in a hostfile make MPI place
 // ranks as if there were two nodes: silent oversubscription.
 
-#include "fanout.hpp"
+#include "mpi_launcher/child_process.hpp"
 
 #include <optional>
 #include <string>
@@ -21,7 +21,7 @@ struct Resolution {
 };
 
 [[nodiscard]] std::vector<Resolution> resolve_names(const std::vector<std::string>& names, std::size_t parallel,
-                                                    Clock::time_point deadline);
+                                                    mpi_launcher::Clock::time_point deadline);
 
 // Addresses of this machine's interfaces, plus the loopback addresses.
 [[nodiscard]] std::vector<std::string> local_addresses();

@@ -1,6 +1,7 @@
 #include "ssh_agent.hpp"
 
 #include "errors.hpp"
+#include "mpi_launcher/launcher_command.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,7 +36,7 @@ SshAgent make_agent(std::vector<std::string> argv, std::string source) {
 
 void require_installed(const SshAgent& agent) {
     if (agent.argv.empty()) throw UsageError(fmt::format("the ssh command from {} is empty", agent.source));
-    if (find_program(agent.argv.front()).empty()) {
+    if (mpi_launcher::find_program(agent.argv.front()).empty()) {
         throw UsageError(
             fmt::format("the ssh command '{}' (from {}) is not installed or not on PATH; install "
                         "openssh-client or correct {}",
@@ -50,13 +51,13 @@ const char* env(const char* name) {
 
 }  // namespace
 
-SshAgent resolve_ssh_agent(const std::optional<std::string>& ssh_command, const MpiInstall& mpi) {
+SshAgent resolve_ssh_agent(const std::optional<std::string>& ssh_command, const mpi_launcher::MpiInstall& mpi) {
     if (ssh_command) {
         auto agent = make_agent(split_command(*ssh_command), "--ssh-command");
         require_installed(agent);
         return agent;
     }
-    const bool hydra = mpi.flavour == MpiFlavour::mpich || mpi.flavour == MpiFlavour::intelmpi;
+    const bool hydra = mpi_launcher::launcher_for(mpi.flavour) == mpi_launcher::Launcher::Hydra;
     if (!hydra) {
         if (auto p = openmpi_parameter({"plm_rsh_agent", "plm_ssh_agent", "orte_rsh_agent", "pls_rsh_agent"}, mpi)) {
             // "ssh : rsh": the first alternative that is installed.
@@ -64,7 +65,7 @@ SshAgent resolve_ssh_agent(const std::optional<std::string>& ssh_command, const 
             while (true) {
                 const auto colon = rest.find(':');
                 auto words = split_command(rest.substr(0, colon));
-                if (!words.empty() && !find_program(words.front()).empty()) {
+                if (!words.empty() && !mpi_launcher::find_program(words.front()).empty()) {
                     if (auto args = openmpi_parameter({"plm_rsh_args", "plm_ssh_args"}, mpi)) {
                         for (auto& w : split_command(args->value)) words.push_back(std::move(w));
                     }

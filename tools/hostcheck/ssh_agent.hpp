@@ -23,7 +23,8 @@ struct SshAgent {
 [[nodiscard]] std::vector<std::string> split_command(std::string_view command);
 
 // Throws UsageError when the chosen program is not installed.
-[[nodiscard]] SshAgent resolve_ssh_agent(const std::optional<std::string>& ssh_command, const MpiInstall& mpi);
+[[nodiscard]] SshAgent resolve_ssh_agent(const std::optional<std::string>& ssh_command,
+                                         const mpi_launcher::MpiInstall& mpi);
 
 // ssh options that make a probe fail fast instead of asking: no password prompt, no passphrase prompt, a connect
 // time limit. StrictHostKeyChecking is deliberately left as configured.

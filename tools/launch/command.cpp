@@ -2,8 +2,10 @@
 // launcher.cpp; this file parses the flags, picks the MPI flavour and runs (or prints) the result.
 
 #include "../subcommand.hpp"
-#include "child_process.hpp"
 #include "launcher.hpp"
+#include "mpi_launcher/child_process.hpp"
+#include "mpi_launcher/flavour.hpp"
+#include "mpi_launcher/launcher_command.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@ namespace lockstep::tools {
 namespace {
 
 namespace ln = lockstep::launch;
+namespace ml = lockstep::mpi_launcher;
 
 struct CommandLine {
     std::optional<int> num_processes;
@@ -35,36 +38,36 @@ struct CommandLine {
 };
 
 struct Detection {
-    ln::Flavour flavour;
+    ml::Launcher launcher;
     std::string reason;
 };
 
 // Inside a Slurm allocation srun is the launcher that knows the allocation; elsewhere mpirun says what it is.
-Detection detect_flavour(const CommandLine& cl, const ln::Environment& env) {
-    if (cl.launcher != "auto") return {*ln::parse_flavour(cl.launcher), "--launcher " + cl.launcher};
+Detection detect_launcher(const CommandLine& cl, const ln::Environment& env) {
+    if (cl.launcher != "auto") return {*ml::parse_launcher(cl.launcher), "--launcher " + cl.launcher};
     if (const auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) {
-        return {ln::Flavour::srun, fmt::format("inside Slurm allocation {} (SLURM_JOB_ID)", job->second)};
+        return {ml::Launcher::Srun, fmt::format("inside Slurm allocation {} (SLURM_JOB_ID)", job->second)};
     }
     const std::string mpirun = cl.launcher_path.value_or("mpirun");
-    if (!ln::program_exists(mpirun)) {
+    if (ml::find_program(mpirun).empty()) {
         throw ln::LaunchError(
             fmt::format("'{}' was not found{}; install OpenMPI or MPICH, put its bin directory on "
                         "PATH, or name the launcher with --mpirun PATH",
                         mpirun, mpirun.find('/') == std::string::npos ? " on PATH" : ""));
     }
-    const auto version = ln::capture_output({mpirun, "--version"}, std::chrono::seconds(20));
-    if (const auto flavour = ln::flavour_from_version_text(version.output)) {
-        const std::string first_line = version.output.substr(0, version.output.find('\n'));
-        return {*flavour, fmt::format("'{} --version' says: {}", mpirun, first_line)};
+    const std::string version = ml::version_output(mpirun, std::chrono::seconds(20));
+    if (const auto launcher = ml::launcher_for(ml::parse_mpi_version(version).flavour)) {
+        const std::string first_line = version.substr(0, version.find('\n'));
+        return {*launcher, fmt::format("'{} --version' says: {}", mpirun, first_line)};
     }
     throw ln::LaunchError(
         fmt::format("cannot tell which MPI '{}' belongs to: '{} --version' printed '{}'; name it "
                     "with --launcher openmpi or --launcher hydra",
-                    mpirun, mpirun, version.output.substr(0, 200)));
+                    mpirun, mpirun, version.substr(0, 200)));
 }
 
 void print_plan_text(const ln::Plan& plan, const Detection& detection) {
-    fmt::print("# launcher: {} ({})\n", ln::flavour_name(plan.flavour), detection.reason);
+    fmt::print("# launcher: {} ({})\n", ml::to_string(plan.launcher), detection.reason);
     fmt::print("# processes: {} ({})\n", plan.num_processes, plan.num_processes_source);
     fmt::print("# config file: {}\n", plan.config_file.value_or("none"));
     for (const auto& [name, value] : plan.set_variables) fmt::print("export {}={}\n", name, ln::shell_quote(value));
@@ -75,7 +78,7 @@ void print_plan_text(const ln::Plan& plan, const Detection& detection) {
 
 void print_plan_json(const ln::Plan& plan, const Detection& detection) {
     nlohmann::json j;
-    j["launcher"] = ln::flavour_name(plan.flavour);
+    j["launcher"] = ml::to_string(plan.launcher);
     j["detected_from"] = detection.reason;
     j["num_processes"] = plan.num_processes;
     j["num_processes_source"] = plan.num_processes_source;
@@ -104,9 +107,9 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
 
         const ln::Environment env = ln::current_environment();
         // A usage problem in the flags is reported before the MPI installation is asked anything.
-        const ln::Plan checked = ln::plan_launch(request, ln::Flavour::openmpi, env, false);
-        const Detection detection = detect_flavour(cl, env);
-        const ln::Plan plan = ln::plan_launch(request, detection.flavour, env, ::geteuid() == 0);
+        const ln::Plan checked = ln::plan_launch(request, ml::Launcher::OpenMpi, env, false);
+        const Detection detection = detect_launcher(cl, env);
+        const ln::Plan plan = ln::plan_launch(request, detection.launcher, env, ::geteuid() == 0);
         for (const auto& warning : checked.warnings) fmt::print(stderr, "lockstep launch: warning: {}\n", warning);
         if (cl.dry_run) {
             if (cl.json) {
@@ -117,13 +120,20 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
             return 0;
         }
         std::cout.flush();
-        return ln::run_and_wait(plan.command, plan.environment);
+        return ml::run_in_foreground(plan.command, plan.environment);
     } catch (const ln::UsageError& e) {
         fmt::print(stderr, "lockstep launch: {}\n", e.what());
         return 2;
     } catch (const ln::LaunchError& e) {
         fmt::print(stderr, "lockstep launch: {}\n", e.what());
         return 1;
+    } catch (const ml::SpawnError& e) {
+        fmt::print(stderr, "lockstep launch: {}\n", e.what());
+        return 1;
+    } catch (const ml::InterruptedError& e) {
+        // Interrupted while asking mpirun what it is; nothing was launched. The status a shell gives a signalled
+        // program.
+        return 128 + e.signal_number();
     }
 }
 

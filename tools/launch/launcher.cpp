@@ -12,41 +12,11 @@
 #include <cctype>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 extern char** environ;
 
 namespace lockstep::launch {
-
-std::string_view flavour_name(Flavour flavour) noexcept {
-    switch (flavour) {
-        case Flavour::openmpi:
-            return "openmpi";
-        case Flavour::hydra:
-            return "hydra";
-        case Flavour::srun:
-            return "srun";
-    }
-    return "unknown";
-}
-
-std::optional<Flavour> parse_flavour(std::string_view name) noexcept {
-    for (auto f : {Flavour::openmpi, Flavour::hydra, Flavour::srun}) {
-        if (flavour_name(f) == name) return f;
-    }
-    return std::nullopt;
-}
-
-std::optional<Flavour> flavour_from_version_text(std::string_view text) noexcept {
-    // OpenMPI: "mpirun (Open MPI) 4.1.4"; OpenMPI 5 (PRRTE) still says "Open MPI". MPICH: "HYDRA build details";
-    // Intel MPI: "Intel(R) MPI Library"; MVAPICH ships Hydra as well.
-    for (std::string_view mark : {"Open MPI", "OpenRTE", "open-mpi.org"}) {
-        if (text.find(mark) != std::string_view::npos) return Flavour::openmpi;
-    }
-    for (std::string_view mark : {"HYDRA", "Intel(R) MPI", "MPICH", "MVAPICH"}) {
-        if (text.find(mark) != std::string_view::npos) return Flavour::hydra;
-    }
-    return std::nullopt;
-}
 
 std::vector<std::string> split_shell_words(std::string_view text, std::string_view what) {
     std::vector<std::string> words;
@@ -141,7 +111,8 @@ bool is_lockstep_variable(std::string_view name) {
 
 }  // namespace
 
-Plan plan_launch(const Request& request, Flavour flavour, const Environment& environment, bool as_root) {
+Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,
+                 bool as_root) {
     if (request.program.empty())
         throw UsageError("no program to launch; usage: lockstep launch [options] [--] program [args...]");
     if (request.num_processes && *request.num_processes < 1) {
@@ -152,7 +123,7 @@ Plan plan_launch(const Request& request, Flavour flavour, const Environment& env
     }
 
     Plan plan;
-    plan.flavour = flavour;
+    plan.launcher = launcher;
     plan.environment = environment;
 
     // Flags become variables, in the library's own spelling, so that ranks parse them with the same rules.
@@ -205,40 +176,20 @@ Plan plan_launch(const Request& request, Flavour flavour, const Environment& env
         plan.set_variables[name] = value;
     }
 
-    const std::string n = std::to_string(plan.num_processes);
-    auto& cmd = plan.command;
-    switch (flavour) {
-        case Flavour::openmpi:
-            cmd.push_back(request.launcher_path.value_or("mpirun"));
-            if (as_root) cmd.emplace_back("--allow-run-as-root");  // OpenMPI refuses to start as root without it
-            cmd.insert(cmd.end(), {"-np", n});
-            if (request.hostfile) cmd.insert(cmd.end(), {"--hostfile", *request.hostfile});
-            if (request.npernode) cmd.insert(cmd.end(), {"--map-by", fmt::format("ppr:{}:node", *request.npernode)});
-            // -x NAME forwards the value mpirun itself was started with, which is the one set above.
-            for (const auto& name : plan.forwarded) cmd.insert(cmd.end(), {"-x", name});
-            break;
-        case Flavour::hydra:
-            cmd.push_back(request.launcher_path.value_or("mpirun"));
-            cmd.insert(cmd.end(), {"-n", n});
-            if (request.hostfile) cmd.insert(cmd.end(), {"-f", *request.hostfile});
-            if (request.npernode) cmd.insert(cmd.end(), {"-ppn", std::to_string(*request.npernode)});
-            for (const auto& name : plan.forwarded) cmd.insert(cmd.end(), {"-genv", name, plan.environment[name]});
-            break;
-        case Flavour::srun: {
-            cmd.push_back(request.launcher_path.value_or("srun"));
-            cmd.push_back("--ntasks=" + n);
-            if (request.hostfile) cmd.push_back("--nodefile=" + *request.hostfile);
-            if (request.npernode) cmd.push_back(fmt::format("--ntasks-per-node={}", *request.npernode));
-            // Names without values: srun exports the value it was started with. Values cannot go into --export,
-            // which splits on commas, and LOCKSTEP_LAUNCHER_FLAGS holds commas.
-            std::string exported = "ALL";
-            for (const auto& name : plan.forwarded) exported += "," + name;
-            cmd.push_back("--export=" + exported);
-            break;
-        }
-    }
-    cmd.insert(cmd.end(), request.mpirun_args.begin(), request.mpirun_args.end());
-    cmd.insert(cmd.end(), request.program.begin(), request.program.end());
+    // The Open MPI and Hydra launchers are found on PATH as "mpirun"; Slurm's as "srun".
+    mpi_launcher::LauncherCommand command(
+        launcher, request.launcher_path.value_or(launcher == mpi_launcher::Launcher::Srun ? "srun" : "mpirun"));
+    if (as_root) command.allow_run_as_root();
+    command.processes(static_cast<std::size_t>(plan.num_processes));
+    if (request.hostfile) command.hostfile(*request.hostfile);
+    if (request.npernode) command.per_node(static_cast<std::size_t>(*request.npernode));
+    std::vector<std::pair<std::string, std::string>> forwarded;
+    for (const auto& name : plan.forwarded) forwarded.emplace_back(name, plan.environment.at(name));
+    // Open MPI and srun forward the value the launcher itself was started with, which is the one set above.
+    command.forward(forwarded);
+    command.arguments(request.mpirun_args);
+    command.arguments(request.program);
+    plan.command = command.argv();
     return plan;
 }
 

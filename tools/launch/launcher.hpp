@@ -1,7 +1,9 @@
 #pragma once
 // `lockstep launch`: turns the launcher's flags into LOCKSTEP_* variables and builds the command of the MPI launcher
 // that starts the job (OpenMPI's mpirun, MPICH/Intel's Hydra mpirun, or Slurm's srun). Building the command is a pure
-// function of the request, the environment and the flavour, so that it can be tested without running anything.
+// function of the request, the environment and the launcher, so that it can be tested without running anything.
+
+#include "mpi_launcher/launcher_command.hpp"
 
 #include <lockstep/errors.hpp>
 
@@ -25,13 +27,6 @@ public:
     using Error::Error;
 };
 
-enum class Flavour { openmpi, hydra, srun };
-[[nodiscard]] std::string_view flavour_name(Flavour flavour) noexcept;  // "openmpi", "hydra", "srun"
-// Parses "openmpi", "hydra" or "srun"; nullopt otherwise.
-[[nodiscard]] std::optional<Flavour> parse_flavour(std::string_view name) noexcept;
-// The flavour of an mpirun from what `mpirun --version` printed; nullopt when the text names no known MPI.
-[[nodiscard]] std::optional<Flavour> flavour_from_version_text(std::string_view text) noexcept;
-
 // Splits a string into words the way a POSIX shell would (single and double quotes, backslash escapes), without
 // expanding anything. Throws UsageError naming `what` for an unterminated quote or a trailing backslash.
 [[nodiscard]] std::vector<std::string> split_shell_words(std::string_view text, std::string_view what);
@@ -54,7 +49,7 @@ struct Request {
 using Environment = std::map<std::string, std::string>;
 
 struct Plan {
-    Flavour flavour = Flavour::openmpi;
+    mpi_launcher::Launcher launcher = mpi_launcher::Launcher::OpenMpi;
     std::vector<std::string> command;  // argv of the launcher
     // The full environment the launcher runs with: the caller's plus the variables set from flags.
     Environment environment;
@@ -70,7 +65,8 @@ struct Plan {
 
 // Builds the plan. `as_root` adds what OpenMPI needs to run as root. Throws UsageError for bad values (a flag's value
 // checked by the library's own rules, or a malformed config file, with its file:line:column).
-[[nodiscard]] Plan plan_launch(const Request& request, Flavour flavour, const Environment& environment, bool as_root);
+[[nodiscard]] Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,
+                               bool as_root);
 
 // The caller's environment as a map.
 [[nodiscard]] Environment current_environment();

@@ -20,7 +20,6 @@ struct CommandLine {
     std::string colour = "auto";
 };
 
-
 int run(const CommandLine& cl) {
     try {
         ScopedRuntime runtime;

@@ -1,6 +1,10 @@
-#include "fanout.hpp"
+// One spawn path for every child: posix_spawnp with SpawnAttributes (empty signal mask, default dispositions, and a
+// process group of its own for captured children) and FileActions for its standard streams.
+//
+// run_in_foreground blocks the signals it forwards and collects them with sigtimedwait, so that no handler and no
+// global state is needed. run_fanout drives its children from one Asio loop.
 
-#include "errors.hpp"
+#include "child_process.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -26,7 +31,13 @@
 
 extern char** environ;
 
-namespace lockstep::hostcheck {
+namespace lockstep::mpi_launcher {
+
+InterruptedError::InterruptedError(int signal_number)
+    : Error(fmt::format("interrupted by signal {}; every child process that was running has been stopped",
+                        signal_number)),
+      signal_number_(signal_number) {}
+
 namespace {
 
 namespace asio = boost::asio;
@@ -67,24 +78,32 @@ struct Pipe {
     }
 };
 
-class SpawnActions {
+class FileActions {
 public:
-    SpawnActions() { ::posix_spawn_file_actions_init(&actions_); }
-    ~SpawnActions() { ::posix_spawn_file_actions_destroy(&actions_); }
-    SpawnActions(const SpawnActions&) = delete;
-    SpawnActions& operator=(const SpawnActions&) = delete;
-    posix_spawn_file_actions_t* get() { return &actions_; }
+    FileActions() { ::posix_spawn_file_actions_init(&actions_); }
+    ~FileActions() { ::posix_spawn_file_actions_destroy(&actions_); }
+    FileActions(const FileActions&) = delete;
+    FileActions& operator=(const FileActions&) = delete;
+    posix_spawn_file_actions_t* get() noexcept { return &actions_; }
 
 private:
     posix_spawn_file_actions_t actions_{};
 };
 
+enum class ProcessGroup { Inherit, Own };
+
+// The child starts with an empty signal mask and default dispositions for the signals this process blocks or
+// handles, so that it can be stopped and interrupted like any program.
 class SpawnAttributes {
 public:
-    SpawnAttributes() {
+    explicit SpawnAttributes(ProcessGroup group) {
         ::posix_spawnattr_init(&attr_);
-        // Own process group: a time limit stops the whole group, and the terminal's Ctrl-C reaches only us.
-        ::posix_spawnattr_setpgroup(&attr_, 0);
+        short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+        if (group == ProcessGroup::Own) {
+            // A time limit stops the whole group, and the terminal's Ctrl-C reaches only this process.
+            ::posix_spawnattr_setpgroup(&attr_, 0);
+            flags |= POSIX_SPAWN_SETPGROUP;
+        }
         sigset_t none;
         sigemptyset(&none);
         ::posix_spawnattr_setsigmask(&attr_, &none);
@@ -92,16 +111,38 @@ public:
         sigemptyset(&defaults);
         for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, s);
         ::posix_spawnattr_setsigdefault(&attr_, &defaults);
-        ::posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        ::posix_spawnattr_setflags(&attr_, flags);
     }
     ~SpawnAttributes() { ::posix_spawnattr_destroy(&attr_); }
     SpawnAttributes(const SpawnAttributes&) = delete;
     SpawnAttributes& operator=(const SpawnAttributes&) = delete;
-    const posix_spawnattr_t* get() const { return &attr_; }
+    const posix_spawnattr_t* get() const noexcept { return &attr_; }
 
 private:
     posix_spawnattr_t attr_{};
 };
+
+// argv/envp arrays that point into strings kept alive alongside them.
+class CStrings {
+public:
+    explicit CStrings(std::vector<std::string> strings) : strings_(std::move(strings)) {
+        for (auto& s : strings_) pointers_.push_back(s.data());
+        pointers_.push_back(nullptr);
+    }
+    char* const* get() noexcept { return pointers_.data(); }
+
+private:
+    std::vector<std::string> strings_;
+    std::vector<char*> pointers_;
+};
+
+// Starts argv; returns 0 and the pid, or the error number posix_spawnp gave.
+int spawn(pid_t& pid, const std::vector<std::string>& argv, char* const* envp, FileActions* actions,
+          const SpawnAttributes& attributes) {
+    CStrings args(argv);
+    return ::posix_spawnp(&pid, argv.front().c_str(), actions != nullptr ? actions->get() : nullptr, attributes.get(),
+                          args.get(), envp);
+}
 
 // This process's environment with some variables replaced or added.
 std::vector<std::string> merged_environment(const std::vector<std::pair<std::string, std::string>>& changes) {
@@ -115,6 +156,12 @@ std::vector<std::string> merged_environment(const std::vector<std::pair<std::str
     }
     for (const auto& [k, v] : changes) env.push_back(k + "=" + v);
     return env;
+}
+
+int shell_status(int wait_status) {
+    if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+    return 1;
 }
 
 struct Child {
@@ -191,53 +238,43 @@ private:
         const Command& cmd = commands_[index];
         CommandResult& result = results_[index];
         if (cmd.argv.empty()) {
-            result.ending = CommandResult::Ending::spawn_failed;
+            result.ending = CommandResult::Ending::SpawnFailed;
             result.spawn_error = "empty command";
             ++done_;
             report_progress();
             return;
         }
         Pipe out_pipe;
-        Pipe err_pipe;
+        std::optional<Pipe> err_pipe;
+        if (!cmd.merge_output) err_pipe.emplace();
         std::optional<Pipe> in_pipe;
         if (!cmd.input.empty()) in_pipe.emplace();
 
-        SpawnActions actions;
+        FileActions actions;
         if (in_pipe) {
             ::posix_spawn_file_actions_adddup2(actions.get(), in_pipe->read, STDIN_FILENO);
         } else {
             ::posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
         }
         ::posix_spawn_file_actions_adddup2(actions.get(), out_pipe.write, STDOUT_FILENO);
-        ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe.write, STDERR_FILENO);
-        static const SpawnAttributes attributes;
+        ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe ? err_pipe->write : out_pipe.write, STDERR_FILENO);
+        const SpawnAttributes attributes(ProcessGroup::Own);
 
-        std::vector<char*> argv;
-        argv.reserve(cmd.argv.size() + 1);
-        for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        std::vector<std::string> env_storage;
-        std::vector<char*> envp;
-        char** env = environ;
-        if (!cmd.environment.empty()) {
-            env_storage = merged_environment(cmd.environment);
-            for (auto& e : env_storage) envp.push_back(e.data());
-            envp.push_back(nullptr);
-            env = envp.data();
-        }
+        std::optional<CStrings> envp;
+        if (!cmd.environment.empty()) envp.emplace(merged_environment(cmd.environment));
 
         auto child = std::make_shared<Child>(io_, index);
         child->started = Clock::now();
-        const int rc = ::posix_spawnp(&child->pid, argv[0], actions.get(), attributes.get(), argv.data(), env);
+        const int rc = spawn(child->pid, cmd.argv, envp ? envp->get() : environ, &actions, attributes);
         if (rc != 0) {
-            result.ending = CommandResult::Ending::spawn_failed;
+            result.ending = CommandResult::Ending::SpawnFailed;
             result.spawn_error = fmt::format("cannot run '{}': {}", cmd.argv[0], std::strerror(rc));
             ++done_;
             report_progress();
             return;
         }
         out_pipe.close_write();
-        err_pipe.close_write();
+        if (err_pipe) err_pipe->close_write();
         const int pidfd = open_pidfd(child->pid);
         if (pidfd < 0) {
             ::kill(child->pid, SIGKILL);
@@ -246,11 +283,15 @@ private:
         }
         child->exit_watch.assign(pidfd);
         child->out.assign(out_pipe.release_read());
-        child->err.assign(err_pipe.release_read());
         running_.insert(child);
 
         read_stream(child, child->out, child->out_buffer, result.out, child->out_open);
-        read_stream(child, child->err, child->err_buffer, result.err, child->err_open);
+        if (err_pipe) {
+            child->err.assign(err_pipe->release_read());
+            read_stream(child, child->err, child->err_buffer, result.err, child->err_open);
+        } else {
+            child->err_open = false;
+        }
         if (in_pipe) {
             in_pipe->close_read();
             child->in.assign(in_pipe->release_write());
@@ -337,12 +378,12 @@ private:
         CommandResult& r = results_[child->index];
         r.elapsed = Clock::now() - child->started;
         if (child->timed_out) {
-            r.ending = CommandResult::Ending::timed_out;
+            r.ending = CommandResult::Ending::TimedOut;
         } else if (WIFEXITED(child->status)) {
-            r.ending = CommandResult::Ending::exited;
+            r.ending = CommandResult::Ending::Exited;
             r.exit_code = WEXITSTATUS(child->status);
         } else {
-            r.ending = CommandResult::Ending::signalled;
+            r.ending = CommandResult::Ending::Signalled;
             r.signal = WIFSIGNALED(child->status) ? WTERMSIG(child->status) : 0;
         }
         running_.erase(child);
@@ -385,6 +426,24 @@ private:
     struct sigaction previous_ {};
 };
 
+// Blocks the forwarded signals (and SIGCHLD, to wake up when the child ends) for the lifetime of the object.
+class BlockedSignals {
+public:
+    BlockedSignals() {
+        sigemptyset(&set_);
+        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, s);
+        pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+    }
+    ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+    BlockedSignals(const BlockedSignals&) = delete;
+    BlockedSignals& operator=(const BlockedSignals&) = delete;
+    const sigset_t& set() const noexcept { return set_; }
+
+private:
+    sigset_t set_{};
+    sigset_t previous_{};
+};
+
 }  // namespace
 
 std::vector<CommandResult> run_fanout(std::span<const Command> commands, const FanoutOptions& options) {
@@ -399,6 +458,37 @@ CommandResult run_command(const Command& command, std::optional<Clock::time_poin
     options.deadline = deadline;
     auto results = run_fanout(std::span<const Command>(&command, 1), options);
     return std::move(results.front());
+}
+
+int run_in_foreground(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment) {
+    if (argv.empty()) throw SpawnError("cannot start an empty command");
+    const BlockedSignals blocked;
+    const SpawnAttributes attributes(ProcessGroup::Inherit);
+    std::vector<std::string> entries;
+    entries.reserve(environment.size());
+    for (const auto& [name, value] : environment) entries.push_back(name + "=" + value);
+    CStrings envp(std::move(entries));
+    pid_t child = 0;
+    if (const int rc = spawn(child, argv, envp.get(), nullptr, attributes); rc != 0) {
+        throw SpawnError(fmt::format("cannot start '{}': {}{}", argv.front(), std::strerror(rc),
+                                     rc == ENOENT ? " (not found on PATH; install it or give its full path)" : ""));
+    }
+    for (;;) {
+        int wait_status = 0;
+        const pid_t done = ::waitpid(child, &wait_status, WNOHANG);
+        if (done == child) return shell_status(wait_status);
+        if (done < 0 && errno != EINTR) {
+            throw SpawnError(fmt::format("waiting for '{}' failed: {}", argv.front(), std::strerror(errno)));
+        }
+        siginfo_t info{};
+        const timespec tick{1, 0};  // SIGCHLD normally wakes us; the tick only guards against a lost one
+        const int sig = ::sigtimedwait(&blocked.set(), &info, &tick);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            // From the terminal (SI_KERNEL) the child's process group got the signal too; a second copy would make
+            // mpirun abort at once instead of shutting the ranks down in order.
+            if (info.si_code != SI_KERNEL) ::kill(child, sig);
+        }
+    }
 }
 
 std::string find_program(const std::string& name) {
@@ -421,4 +511,4 @@ std::string find_program(const std::string& name) {
     return {};
 }
 
-}  // namespace lockstep::hostcheck
+}  // namespace lockstep::mpi_launcher

@@ -1,5 +1,6 @@
 #pragma once
-// Checking of CUDA runtime and cuBLAS return codes (internal to the library; included only where LOCKSTEP_HAVE_CUDA).
+// Checking of CUDA runtime and cuBLAS return codes. Internal to the library but shared by its layers (runtime defines
+// the checks, kernels and collectives call them), hence its own include root; included only where LOCKSTEP_HAVE_CUDA.
 
 #include <lockstep/errors.hpp>
 

@@ -1,0 +1,72 @@
+#pragma once
+// The call record (internal): one CallInfo describes one call of a Communicator operation, filled by the public entry
+// point with designated initialisers and handed with its payload to the funnel (communicator_impl.hpp). Everything
+// downstream reads it: the debug-mode signature is encoded from it (wire_signature.hpp), the watchdog's board stores
+// its fixed part (CallRecord below), and both reports print it.
+
+#include "operation_table.hpp"
+
+#include <lockstep/operation.hpp>
+#include <lockstep/tensor.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+namespace lockstep::detail {
+
+// Dimensions kept in fixed-size records (the wire signature, the board); longer shapes also compare by hash.
+inline constexpr std::size_t max_record_dims = 8;
+
+struct CallInfo {
+    OpKind op = OpKind::Barrier;
+    const Tensor* input = nullptr;   // the tensor whose dtype and shape the ranks compare; none for barrier
+    const Tensor* output = nullptr;  // a caller-provided result (*_into, recv), if any
+    int root = -1;                   // the root of a rooted collective, the peer of a send or recv; -1 when none
+    std::optional<ReduceOp> reduce_op;
+    int varying_dim = -1;  // the dimension allowed to differ between ranks (uneven gather: 0; padding), or -1
+    int message_tag = 0;   // the MPI tag of a send or recv
+    CallSite site;         // the caller's file, line and function, and the tag naming the call in reports
+};
+
+// The fixed part of a CallInfo, as the watchdog's board keeps it: trivially copyable, written with plain stores. The
+// strings are the call site's static strings; the board fills in comm_id and timeout when it is read.
+struct CallRecord {
+    std::uint64_t comm_id = 0;
+    std::uint64_t sequence = 0;
+    OpKind op = OpKind::Barrier;
+    DType dtype = DType::Float32;
+    bool has_tensor = false;
+    int ndim = 0;
+    int root = -1;
+    int message_tag = 0;
+    std::int64_t dims[max_record_dims] = {};
+    const char* file = "";
+    unsigned line = 0;
+    const char* function = "";
+    double timeout = 0.0;  // seconds; 0: never reported
+
+    [[nodiscard]] bool point_to_point() const noexcept { return traits(op).point_to_point; }
+};
+
+// The board's record of call number `sequence`: a handful of plain stores, no allocation (per-call path).
+[[nodiscard]] inline CallRecord board_record(const CallInfo& call, std::uint64_t sequence) noexcept {
+    CallRecord r;
+    r.sequence = sequence;
+    r.op = call.op;
+    r.root = call.root;
+    r.message_tag = call.message_tag;
+    if (const Tensor* t = call.input != nullptr ? call.input : call.output; t != nullptr) {
+        r.has_tensor = true;
+        r.dtype = t->dtype();
+        r.ndim = static_cast<int>(t->dim());
+        const Shape& shape = t->shape();
+        std::copy_n(shape.begin(), std::min(shape.size(), max_record_dims), r.dims);
+    }
+    r.file = call.site.file();
+    r.line = call.site.line();
+    r.function = call.site.function();
+    return r;
+}
+
+}  // namespace lockstep::detail

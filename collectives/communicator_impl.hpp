@@ -1,0 +1,219 @@
+#pragma once
+// The funnel every Communicator operation goes through (internal), and what the operations share.
+//
+// An operation is its public entry point in ops/: it fills one CallInfo (call_info.hpp) with designated initialisers
+// and hands it, with its payload, to Impl::run:
+//
+//     impl_->run({.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site}, [&] { ...MPI call... });
+//
+// run() numbers the call, puts its record on the watchdog's board, in debug mode exchanges and compares the call's
+// signature with every rank (one MPI_Allgather on the control communicator; on a mismatch every rank throws the same
+// SignatureMismatchError before any payload moves), checks the root, then runs the payload and takes the call off
+// the board. Sends and receives go on their own board through PointToPointWatch instead.
+//
+// The per-call contract (what a collective may and may not do on host memory with debug mode off): no allocation
+// other than its result tensor, no lock, atomic read-modify-write, system call or clock read other than two reads of
+// the time-stamp counter (tick_clock.hpp) for the wait statistics, no std::function, no Shape built to check an
+// argument; the watchdog board is written with plain stores (watchdog.hpp). What a call touches is this struct's
+// first cache line, the tensor's first line, its board and MPI's own state. bench/collectives measures it.
+
+#include "call_info.hpp"
+#include "device_staging.hpp"
+#include "fixed_record.hpp"
+#include "operation_table.hpp"
+#include "tick_clock.hpp"
+#include "watchdog.hpp"
+#include "wire_signature.hpp"
+
+#include <lockstep/communicator.hpp>
+#include <lockstep/kernels.hpp>
+#include <lockstep/runtime.hpp>
+
+#include <fmt/core.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <source_location>
+#include <string_view>
+#include <vector>
+
+namespace lockstep {
+
+struct alignas(64) Communicator::Impl {
+    // What every call reads or writes, in the first cache line.
+    MPI_Comm comm = MPI_COMM_NULL;  // payload traffic
+    int size = 1;
+    bool debug = false;
+    bool tsc = false;                // detail::ticks_are_tsc(), read once
+    detail::Board* board = nullptr;  // the watchdog's board of collectives; null when the timeout is 0
+    std::uint64_t sequence = 0;
+    std::uint64_t collectives = 0;            // CommunicatorStats::collectives
+    std::uint64_t mpi_calls = 0;              // CommunicatorStats::mpi_calls
+    std::atomic<std::int64_t> wait_ticks{0};  // time inside collectives (lent to the wait statistics)
+
+    MPI_Comm control = MPI_COMM_NULL;  // signature exchanges: never matches payload messages
+    int rank = 0;
+    std::uint64_t id = 0;
+    double timeout = 0.0;
+    std::uint64_t signature_checks = 0;
+    detail::Board* p2p_board = nullptr;  // sends and receives; null when the timeout is 0
+    int thread_level = MPI_THREAD_SINGLE;
+    std::vector<detail::WireSignature> exchanged;  // reused by every signature exchange
+
+    // The life cycle (communicator.cpp).
+    Impl(MPI_Comm base, const CommunicatorOptions& options);
+    ~Impl();
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+
+    // Counts, then checks, one MPI call made for a collective.
+    void mpi(int rc, std::string_view call, std::source_location where = std::source_location::current()) {
+        ++mpi_calls;
+        detail::check_mpi(rc, call, where);
+    }
+
+    template <typename Payload>
+    void run(const detail::CallInfo& call, Payload&& payload) {
+        ++sequence;
+        ++collectives;
+        const std::int64_t start = detail::ticks(tsc);
+        detail::Board* const watched = board;
+        if (watched != nullptr) watched->begin(detail::board_record(call, sequence));
+        struct EndGuard {
+            Impl* self;
+            detail::Board* watched;
+            std::int64_t start;
+            ~EndGuard() {
+                if (watched != nullptr) watched->end();
+                const std::int64_t spent = std::max<std::int64_t>(detail::ticks(self->tsc) - start, 0);
+                // A plain load and store, not a locked add: the collectives of a communicator are never concurrent
+                // (MPI's rule), and the wait statistics only read.
+                self->wait_ticks.store(self->wait_ticks.load(std::memory_order_relaxed) + spent,
+                                       std::memory_order_relaxed);
+            }
+        } guard{this, watched, start};
+
+        if (debug) exchange_and_check(detail::encode_signature(call, sequence));
+        if (call.root >= size || (call.root < 0 && call.root != -1)) {
+            throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {} processes",
+                                                   op_name(call.op), call.root, size));
+        }
+        payload();
+    }
+
+    // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp).
+    void exchange_and_check(const detail::WireSignature& mine);
+
+    // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
+    class PointToPointWatch {
+    public:
+        PointToPointWatch(const Impl& impl, const detail::CallInfo& call) : board_(impl.p2p_board) {
+            if (board_ != nullptr) board_->begin_shared(detail::board_record(call, 0));  // several threads may post
+        }
+        ~PointToPointWatch() {
+            if (board_ != nullptr) board_->end_shared();
+        }
+        PointToPointWatch(const PointToPointWatch&) = delete;
+        PointToPointWatch& operator=(const PointToPointWatch&) = delete;
+
+    private:
+        detail::Board* board_;
+    };
+
+    void check_divisible(const Tensor& t, OpKind op) const {
+        if (t.dim() == 0 || t.size(0) % size != 0) {
+            throw ShapeError(fmt::format("{}: the first dimension of {} must be a multiple of the {} processes",
+                                         op_name(op), t.str(), size));
+        }
+    }
+    void check_peer(int peer, OpKind op) const {
+        if (peer < 0 || peer >= size) {
+            const bool send = op == OpKind::Send;
+            throw InvalidArgumentError(fmt::format("{}: {} {} is not a rank of this communicator of {} processes",
+                                                   send ? "send" : "recv", send ? "destination" : "source", peer,
+                                                   size));
+        }
+    }
+};
+
+namespace detail {
+
+// MPI counts are ints.
+[[nodiscard]] inline int checked_count(std::int64_t n, std::string_view what) {
+    if (n > INT_MAX) {
+        throw InvalidArgumentError(
+            fmt::format("{}: {} elements exceed MPI's int count limit ({}); split the tensor", what, n, INT_MAX));
+    }
+    return static_cast<int>(n);
+}
+
+[[nodiscard]] inline bool is_half(DType d) noexcept {
+    return d == DType::Float16 || d == DType::BFloat16;
+}
+
+// Mean is defined on floating dtypes only.
+inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
+    if (op == ReduceOp::Mean && !is_floating(t.dtype())) {
+        throw DTypeError(
+            fmt::format("{}: the mean of {} is not defined on dtype {}; cast to a floating dtype first "
+                        "(ops::cast) or reduce with sum",
+                        op_name(kind), t.str(), dtype_name(t.dtype())));
+    }
+}
+
+// t's shape with dimension 0 multiplied by `parts` (a 0-d t gives [parts]), or divided by it.
+[[nodiscard]] inline Shape stacked_shape(const Tensor& t, std::int64_t parts) {
+    if (t.dim() == 0) return {parts};
+    Shape s = t.shape();
+    s[0] *= parts;
+    return s;
+}
+[[nodiscard]] inline Shape split_shape(const Tensor& t, std::int64_t parts) {
+    Shape s = t.shape();
+    s[0] /= parts;
+    return s;
+}
+
+// Whether `shape` equals t's shape with the first dimension multiplied by `mul` and divided by `div` (a 0-d t counts
+// as [1]); the *_into forms check their output with it on every call, so it builds no Shape.
+[[nodiscard]] inline bool has_scaled_shape(const Shape& shape, const Tensor& t, std::int64_t mul, std::int64_t div) {
+    const Shape& in = t.shape();
+    if (in.empty()) return shape.size() == 1 && shape[0] == mul / div;
+    if (shape.size() != in.size() || shape[0] != in[0] * mul / div) return false;
+    return std::equal(in.begin() + 1, in.end(), shape.begin() + 1);
+}
+
+// The reductions' one sequence for every dtype: float16 and bfloat16 accumulate in float32 and are rounded once at
+// the end; mean is a sum divided by the number of processes afterwards.
+//
+// Out of place: reduce(in, result) runs MPI from `in` (t, or its float32 copy) into `result` (a new tensor of
+// `result_shape` in the accumulation dtype) and returns whether this rank receives a result (a reduce's non-roots do
+// not: they get an undefined tensor).
+template <typename Reduce>
+[[nodiscard]] Tensor widened_reduce(const Tensor& t, ReduceOp op, int processes, const Shape& result_shape,
+                                    Reduce&& reduce) {
+    const bool half = is_half(t.dtype());
+    const Tensor widened = half ? ops::cast(t, DType::Float32) : Tensor();
+    const Tensor& in = half ? widened : t;  // no copy of t's handle (a reference count) on the common path
+    Tensor result = Tensor::empty(result_shape, in.dtype(), in.device());
+    if (!reduce(in, result)) return {};
+    if (op == ReduceOp::Mean) ops::scale_(result, 1.0 / processes);
+    return half ? ops::cast(result, t.dtype()) : result;
+}
+// In place: reduce(work) reduces `work` (t itself, or its float32 copy, copied back afterwards) in place.
+template <typename Reduce>
+void widened_reduce_(Tensor& t, ReduceOp op, int processes, Reduce&& reduce) {
+    if (!is_half(t.dtype())) {
+        reduce(t);
+        if (op == ReduceOp::Mean) ops::scale_(t, 1.0 / processes);
+        return;
+    }
+    Tensor work = ops::cast(t, DType::Float32);
+    reduce(work);
+    if (op == ReduceOp::Mean) ops::scale_(work, 1.0 / processes);
+    ops::copy_(t, work);
+}
+
+}  // namespace detail
+}  // namespace lockstep

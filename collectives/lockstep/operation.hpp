@@ -1,0 +1,44 @@
+#pragma once
+// What a collective call is, in the words every report uses: the operation, its reduce op, and where it was called.
+
+#include <lockstep/export.hpp>
+
+#include <cstdint>
+#include <source_location>
+#include <string_view>
+
+namespace lockstep {
+
+// Every operation of a Communicator (the table with their names and rules is in collectives/operation_table.hpp).
+enum class OpKind : std::uint8_t {
+    Barrier,
+    Broadcast,
+    Reduce,
+    Allreduce,
+    Gather,
+    Allgather,
+    Scatter,
+    ReduceScatter,
+    Alltoall,
+    GatherUneven,        // first dimension may differ between ranks
+    PadAcrossProcesses,  // one dimension may differ between ranks
+    Send,                // point to point: watched, never signature-checked
+    Recv,
+};
+[[nodiscard]] LOCKSTEP_API std::string_view op_name(OpKind op) noexcept;  // "lockstep::allreduce", ...
+
+enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, Mean };
+[[nodiscard]] LOCKSTEP_API std::string_view reduce_op_name(ReduceOp op) noexcept;  // "sum", ...
+
+// Where a collective was called from, and an optional tag naming it in reports. Taken as a defaulted last argument,
+// so that it records the caller's position.
+struct CallSite {
+    std::string_view tag = {};
+    std::source_location where = std::source_location::current();
+
+    [[nodiscard]] const char* file() const noexcept { return where.file_name(); }
+    [[nodiscard]] unsigned line() const noexcept { return where.line(); }
+    [[nodiscard]] const char* function() const noexcept { return where.function_name(); }
+};
+
+}  // namespace lockstep

@@ -1,0 +1,11 @@
+// barrier: every rank waits until all have arrived (MPI_Barrier).
+
+#include "../communicator_impl.hpp"
+
+namespace lockstep {
+
+void Communicator::barrier(CallSite site) {
+    impl_->run({.op = OpKind::Barrier, .site = site}, [&] { impl_->mpi(MPI_Barrier(impl_->comm), "MPI_Barrier"); });
+}
+
+}  // namespace lockstep

@@ -1,0 +1,31 @@
+// broadcast: the root's tensor to every rank (MPI_Bcast), in chunks when a CUDA tensor is staged through the host.
+
+#include "../communicator_impl.hpp"
+
+namespace lockstep {
+
+namespace {
+void broadcast_chunks(auto& impl, Tensor& t, int root) {
+    detail::with_host_chunks(t, [&](void* p, std::int64_t count) {
+        impl.mpi(MPI_Bcast(p, detail::checked_count(count, "broadcast"), mpi_datatype(t.dtype()), root, impl.comm),
+                 "MPI_Bcast");
+    });
+}
+}  // namespace
+
+Tensor& Communicator::broadcast_(Tensor& t, int root, CallSite site) {
+    t.check_defined("broadcast");
+    impl_->run({.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
+               [&] { broadcast_chunks(*impl_, t, root); });
+    return t;
+}
+
+Tensor Communicator::broadcast(const Tensor& t, int root, CallSite site) {
+    t.check_defined("broadcast");
+    Tensor out = impl_->rank == root ? t.clone() : Tensor::empty(t.shape(), t.dtype(), t.device());
+    impl_->run({.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
+               [&] { broadcast_chunks(*impl_, out, root); });
+    return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,40 @@
+// send and recv: one tensor between two ranks (MPI_Send, MPI_Recv). Not collective, so never signature-checked;
+// each call is on the communicator's point-to-point board while it lasts, so that the watchdog reports a lost peer.
+
+#include "../communicator_impl.hpp"
+
+namespace lockstep {
+
+void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
+    t.check_defined("send");
+    impl_->check_peer(dest, OpKind::Send);
+    const Impl::PointToPointWatch watch(
+        *impl_, {.op = OpKind::Send, .input = &t, .root = dest, .message_tag = tag, .site = site});
+    const int n = detail::checked_count(t.numel(), "send");
+    detail::with_host_buffer(const_cast<Tensor&>(t), detail::Direction::In, [&](void* p) {
+        LOCKSTEP_MPI_CHECK(MPI_Send(p, n, mpi_datatype(t.dtype()), dest, tag, impl_->comm));
+    });
+}
+
+Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
+    out.check_defined("recv");
+    impl_->check_peer(source, OpKind::Recv);
+    const Impl::PointToPointWatch watch(
+        *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
+    const int n = detail::checked_count(out.numel(), "recv");
+    int received = 0;
+    detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
+        MPI_Status status;
+        LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), source, tag, impl_->comm, &status));
+        LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, mpi_datatype(out.dtype()), &received));
+    });
+    if (received != n) {
+        throw ShapeError(
+            fmt::format("recv: rank {} sent {} elements but {} expects {}; send and receive tensors of "
+                        "the same shape",
+                        source, received, out.str(), n));
+    }
+    return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,91 @@
+// Collectives over tensors whose size differs between ranks in one dimension: gather_uneven (row counts exchanged,
+// then MPI_Allgatherv), pad_across_processes (the largest size agreed with MPI_Allreduce, then local padding), and
+// gather_for_metrics (gather_uneven, then the rows a sampler repeated dropped).
+
+#include "../communicator_impl.hpp"
+
+namespace lockstep {
+
+Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
+    t.check_defined("gather_uneven");
+    if (t.dim() == 0) {
+        throw ShapeError(fmt::format("gather_uneven: {} has no first dimension to concatenate along", t.str()));
+    }
+    Tensor out;
+    impl_->run({.op = OpKind::GatherUneven, .input = &t, .varying_dim = 0, .site = site}, [&] {
+        const std::int64_t row =
+            t.size(0) == 0 ? shape_numel(Shape(t.shape().begin() + 1, t.shape().end())) : t.numel() / t.size(0);
+        std::int64_t mine = t.size(0);
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(impl_->size));
+        impl_->mpi(MPI_Allgather(&mine, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, impl_->comm), "MPI_Allgather");
+        std::vector<int> counts(rows.size()), displs(rows.size());
+        std::int64_t total = 0;
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            counts[r] = detail::checked_count(rows[r] * row, "gather_uneven");
+            displs[r] = detail::checked_count(total * row, "gather_uneven");
+            total += rows[r];
+        }
+        Shape shape = t.shape();
+        shape[0] = total;
+        out = Tensor::empty(shape, t.dtype(), t.device());
+        const MPI_Datatype dt = mpi_datatype(t.dtype());
+        detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
+            impl_->mpi(MPI_Allgatherv(src, counts[static_cast<std::size_t>(impl_->rank)], dt, dst, counts.data(),
+                                      displs.data(), dt, impl_->comm),
+                       "MPI_Allgatherv");
+        });
+    });
+    return out;
+}
+
+Tensor Communicator::pad_across_processes(const Tensor& t, std::int64_t dim, double pad_value, bool pad_first,
+                                          CallSite site) {
+    t.check_defined("pad_across_processes");
+    if (t.dim() == 0) {  // nothing to pad; still a collective call, so debug mode checks that every rank makes it
+        Tensor out;
+        impl_->run({.op = OpKind::PadAcrossProcesses, .input = &t, .site = site}, [&] { out = t.clone(); });
+        return out;
+    }
+    const std::int64_t d = dim < 0 ? dim + t.dim() : dim;
+    if (d < 0 || d >= t.dim()) {
+        throw InvalidArgumentError(
+            fmt::format("pad_across_processes: dimension {} is out of range for {}", dim, t.str()));
+    }
+    Tensor out;
+    impl_->run({.op = OpKind::PadAcrossProcesses, .input = &t, .varying_dim = static_cast<int>(d), .site = site}, [&] {
+        std::int64_t mine = t.size(d), largest = 0;
+        impl_->mpi(MPI_Allreduce(&mine, &largest, 1, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce");
+        if (largest == mine) {
+            out = t.clone();
+            return;
+        }
+        Shape shape = t.shape();
+        shape[static_cast<std::size_t>(d)] = largest;
+        out = Tensor::full(shape, pad_value, t.dtype(), t.device());
+        // View both as [outer, size(d) * inner]: each outer slice is one contiguous block to place.
+        std::int64_t outer = 1, inner = 1;
+        for (std::int64_t i = 0; i < d; ++i) outer *= t.size(i);
+        for (std::int64_t i = d + 1; i < t.dim(); ++i) inner *= t.size(i);
+        const std::size_t elem = dtype_size(t.dtype());
+        const std::size_t src_block = static_cast<std::size_t>(mine * inner) * elem;
+        const std::size_t dst_block = static_cast<std::size_t>(largest * inner) * elem;
+        const std::size_t offset = pad_first ? dst_block - src_block : 0;
+        auto* dst = static_cast<char*>(out.data());
+        const auto* src = static_cast<const char*>(t.data());
+        for (std::int64_t o = 0; o < outer; ++o) {
+            copy_bytes(dst + static_cast<std::size_t>(o) * dst_block + offset, out.device(),
+                       src + static_cast<std::size_t>(o) * src_block, t.device(), src_block);
+        }
+    });
+    return out;
+}
+
+Tensor Communicator::gather_for_metrics(const Tensor& t, std::int64_t valid_rows, CallSite site) {
+    if (valid_rows < 0) {
+        throw InvalidArgumentError(fmt::format("gather_for_metrics: valid_rows ({}) must be >= 0", valid_rows));
+    }
+    Tensor all = gather_uneven(t, site);
+    return valid_rows >= all.size(0) ? all : all.narrow_rows(0, valid_rows);
+}
+
+}  // namespace lockstep

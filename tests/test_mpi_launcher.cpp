@@ -1,0 +1,334 @@
+// The MPI launcher toolkit shared by `lockstep launch` and `lockstep hostcheck`: which MPI a --version text names,
+// the launcher command spelled for each launcher, and child processes (exit codes, signals, time limits, pipes,
+// environment, PATH search).
+#define BOOST_TEST_MODULE mpi_launcher
+#include <boost/test/unit_test.hpp>
+
+#include "mpi_launcher/child_process.hpp"
+#include "mpi_launcher/flavour.hpp"
+#include "mpi_launcher/launcher_command.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace lockstep::mpi_launcher;
+using namespace std::chrono_literals;
+using Words = std::vector<std::string>;
+
+namespace lockstep::mpi_launcher {
+std::ostream& operator<<(std::ostream& os, MpiFlavour f) {
+    return os << to_string(f);
+}
+std::ostream& operator<<(std::ostream& os, Launcher l) {
+    return os << to_string(l);
+}
+}  // namespace lockstep::mpi_launcher
+
+namespace {
+
+Command sh(std::string script, std::chrono::milliseconds timeout = 10s) {
+    Command c;
+    c.argv = {"sh", "-c", std::move(script)};
+    c.timeout = timeout;
+    return c;
+}
+
+// An executable script in a fresh directory, removed with the object.
+class Script {
+public:
+    explicit Script(const std::string& body) {
+        char dir_template[] = "/tmp/mpi_launcher_test.XXXXXX";
+        dir_ = ::mkdtemp(dir_template);
+        path_ = dir_ + "/fake-mpirun";
+        std::ofstream(path_) << "#!/bin/sh\n" << body << "\n";
+        ::chmod(path_.c_str(), 0755);
+    }
+    ~Script() { std::filesystem::remove_all(dir_); }
+    Script(const Script&) = delete;
+    Script& operator=(const Script&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string dir_;
+    std::string path_;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(flavour)
+
+BOOST_AUTO_TEST_CASE(open_mpi_and_prrte) {
+    auto m = parse_mpi_version("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n");
+    BOOST_TEST(m.flavour == MpiFlavour::OpenMpi);
+    BOOST_TEST(m.version == "4.1.4");
+    BOOST_TEST(m.major_version() == 4);
+    BOOST_TEST(m.describe() == "Open MPI 4.1.4");
+    BOOST_TEST(m.version_text == "mpirun (Open MPI) 4.1.4");
+    BOOST_TEST(!m.runs_on_prrte());
+    // Open MPI 5's mpirun is PRRTE's, but names Open MPI.
+    m = parse_mpi_version("mpirun (Open MPI) 5.0.3\n");
+    BOOST_TEST(m.flavour == MpiFlavour::OpenMpi);
+    BOOST_TEST(m.runs_on_prrte());
+    m = parse_mpi_version("mpirun (OpenRTE) 1.10.7\n");
+    BOOST_TEST(m.flavour == MpiFlavour::OpenMpi);
+    BOOST_TEST(m.version == "1.10.7");
+    m = parse_mpi_version("prterun (PRRTE) 3.0.5\n\nReport bugs to https://github.com/openpmix/prrte\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Prrte);
+    BOOST_TEST(m.version == "3.0.5");
+    BOOST_TEST(m.describe() == "PRRTE 3.0.5");
+    BOOST_TEST(m.runs_on_prrte());
+    // A bare mention names the flavour without a version.
+    m = parse_mpi_version("some wrapper around Open MPI\n");
+    BOOST_TEST(m.flavour == MpiFlavour::OpenMpi);
+    BOOST_TEST(m.version.empty());
+    BOOST_TEST(m.describe() == "Open MPI");
+}
+
+BOOST_AUTO_TEST_CASE(hydra_family) {
+    auto m = parse_mpi_version(
+        "HYDRA build details:\n    Version:                                 4.0.2\n"
+        "    Release Date:                            Thu Apr  7 12:34:45 CDT 2022\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Mpich);
+    BOOST_TEST(m.version == "4.0.2");
+    BOOST_TEST(m.describe() == "MPICH 4.0.2");
+    m = parse_mpi_version("MPICH Version:\t4.1.2\nMPICH Release date:\tWed Jun  7 15:22:45 CDT 2023\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Mpich);
+    BOOST_TEST(m.version == "4.1.2");
+    m = parse_mpi_version("Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: 1d8c1e0)\n");
+    BOOST_TEST(m.flavour == MpiFlavour::IntelMpi);
+    BOOST_TEST(m.version == "2021.10");
+    BOOST_TEST(m.describe() == "Intel MPI 2021.10");
+    // MVAPICH ships MPICH's Hydra: its name decides, wherever Hydra's details say so.
+    m = parse_mpi_version("MVAPICH2 Version:     \t2.3.7\nMVAPICH2 Release date:\tWed March 02 22:00:00 EST 2022\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Mvapich);
+    BOOST_TEST(m.version == "2.3.7");
+    BOOST_TEST(m.describe() == "MVAPICH 2.3.7");
+    m = parse_mpi_version(
+        "HYDRA build details:\n    Version: 3.2.1\n    Release Date: x\n    Configure options: "
+        "'--prefix=/opt/MVAPICH2'\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Mvapich);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_none_and_the_lines_read) {
+    auto m = parse_mpi_version("something else 1.0\n");
+    BOOST_TEST(m.flavour == MpiFlavour::Unknown);
+    BOOST_TEST(m.describe() == "unknown MPI (something else 1.0)");
+    BOOST_TEST(parse_mpi_version("").flavour == MpiFlavour::None);
+    BOOST_TEST(parse_mpi_version("").describe() == "none");
+    // Only the first lines are read: a remote node's answer is cut to them, and must read like the local one.
+    std::string text;
+    for (std::size_t i = 0; i < version_text_lines; ++i) text += "banner line\n";
+    BOOST_TEST(parse_mpi_version(text + "mpirun (Open MPI) 4.1.4\n").flavour == MpiFlavour::Unknown);
+}
+
+BOOST_AUTO_TEST_CASE(names_in_reports_are_fixed) {
+    BOOST_TEST(to_string(MpiFlavour::OpenMpi) == "openmpi");
+    BOOST_TEST(to_string(MpiFlavour::Mpich) == "mpich");
+    BOOST_TEST(to_string(MpiFlavour::IntelMpi) == "intelmpi");
+    BOOST_TEST(to_string(MpiFlavour::Mvapich) == "mvapich");
+    BOOST_TEST(to_string(MpiFlavour::Prrte) == "prrte");
+    BOOST_TEST(to_string(MpiFlavour::Unknown) == "unknown");
+    BOOST_TEST(to_string(MpiFlavour::None) == "none");
+    for (auto l : {Launcher::OpenMpi, Launcher::Hydra, Launcher::Srun}) BOOST_TEST((parse_launcher(to_string(l)) == l));
+    BOOST_TEST(to_string(Launcher::OpenMpi) == "openmpi");
+    BOOST_TEST(to_string(Launcher::Hydra) == "hydra");
+    BOOST_TEST(to_string(Launcher::Srun) == "srun");
+    BOOST_TEST(!parse_launcher("auto").has_value());
+    BOOST_TEST(!parse_launcher("OpenMpi").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(launcher_of_each_flavour) {
+    BOOST_TEST((launcher_for(MpiFlavour::OpenMpi) == Launcher::OpenMpi));
+    BOOST_TEST((launcher_for(MpiFlavour::Prrte) == Launcher::OpenMpi));
+    BOOST_TEST((launcher_for(MpiFlavour::Mpich) == Launcher::Hydra));
+    BOOST_TEST((launcher_for(MpiFlavour::IntelMpi) == Launcher::Hydra));
+    BOOST_TEST((launcher_for(MpiFlavour::Mvapich) == Launcher::Hydra));
+    BOOST_TEST(!launcher_for(MpiFlavour::Unknown).has_value());
+    BOOST_TEST(!launcher_for(MpiFlavour::None).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(asks_the_launcher_itself) {
+    // Some wrappers print their version on stderr: it is read as the terminal would show it.
+    const Script fake("echo 'mpirun (Open MPI) 4.1.6' >&2; echo; echo 'Report bugs to http://www.open-mpi.org/'");
+    const std::string out = version_output(fake.path(), 10s);
+    BOOST_TEST(out.starts_with("mpirun (Open MPI) 4.1.6\n"));
+    BOOST_TEST(parse_mpi_version(out).version == "4.1.6");
+    BOOST_TEST(version_output("/nonexistent/mpirun", 10s).empty());
+    // A launcher that hangs is stopped at the time limit.
+    const Script hung("sleep 30");
+    const auto start = Clock::now();
+    BOOST_TEST(version_output(hung.path(), 300ms).empty());
+    BOOST_TEST(Seconds(Clock::now() - start).count() < 5.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(launcher_command)
+
+namespace {
+Words same_request(Launcher launcher, const std::string& program) {
+    LauncherCommand command(launcher, program);
+    command.allow_run_as_root().processes(4).hostfile("hosts").per_node(2).forward({{"A", "1"}, {"B", "x,y"}});
+    command.arguments({"--tag-output"}).arguments({"./train", "--debug"});
+    return command.argv();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(each_launcher_spells_the_same_request) {
+    BOOST_TEST(same_request(Launcher::OpenMpi, "mpirun") ==
+                   (Words{"mpirun", "--allow-run-as-root", "-np", "4", "--hostfile", "hosts", "--map-by", "ppr:2:node",
+                          "-x", "A", "-x", "B", "--tag-output", "./train", "--debug"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(same_request(Launcher::Hydra, "/opt/mpich/bin/mpirun") ==
+                   (Words{"/opt/mpich/bin/mpirun", "-n", "4", "-f", "hosts", "-ppn", "2", "-genv", "A", "1", "-genv",
+                          "B", "x,y", "--tag-output", "./train", "--debug"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(
+        same_request(Launcher::Srun, "srun") == (Words{"srun", "--ntasks=4", "--nodefile=hosts", "--ntasks-per-node=2",
+                                                       "--export=ALL,A,B", "--tag-output", "./train", "--debug"}),
+        boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(order_is_the_callers) {
+    LauncherCommand command(Launcher::OpenMpi, "mpirun");
+    command.hostfile("h").processes(2).per_node(1).allow_run_as_root();
+    BOOST_TEST(command.argv() ==
+                   (Words{"mpirun", "--hostfile", "h", "-np", "2", "--map-by", "ppr:1:node", "--allow-run-as-root"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(command.launcher() == Launcher::OpenMpi);
+}
+
+BOOST_AUTO_TEST_CASE(nodes_and_host_lists) {
+    LauncherCommand srun(Launcher::Srun, "srun");
+    srun.nodes(2).per_node(1).host_list({"a", "b"}).arguments({"hostname"});
+    BOOST_TEST(srun.argv() == (Words{"srun", "-N", "2", "--ntasks-per-node=1", "-w", "a,b", "hostname"}),
+               boost::test_tools::per_element());
+    LauncherCommand ompi(Launcher::OpenMpi, "mpirun");
+    ompi.host_list({"a", "b"});
+    BOOST_TEST(ompi.argv() == (Words{"mpirun", "--host", "a,b"}), boost::test_tools::per_element());
+    LauncherCommand hydra(Launcher::Hydra, "mpiexec");
+    hydra.host_list({"a", "b"});
+    BOOST_TEST(hydra.argv() == (Words{"mpiexec", "-hosts", "a,b"}), boost::test_tools::per_element());
+    BOOST_CHECK_THROW(LauncherCommand(Launcher::OpenMpi, "mpirun").nodes(2), std::logic_error);
+    BOOST_CHECK_THROW(LauncherCommand(Launcher::Hydra, "mpiexec").nodes(2), std::logic_error);
+}
+
+BOOST_AUTO_TEST_CASE(remote_shell_per_runtime) {
+    const auto ompi4 = parse_mpi_version("mpirun (Open MPI) 4.1.4");
+    const auto ompi5 = parse_mpi_version("mpirun (Open MPI) 5.0.3");
+    const auto prrte = parse_mpi_version("prterun (PRRTE) 3.0.5");
+    const auto mpich = parse_mpi_version("HYDRA build details:\n    Version: 4.0.2\n");
+    auto agent = [](Launcher l, const MpiInstall& mpi) {
+        LauncherCommand c(l, "mpirun");
+        c.remote_shell("ssh -F /c", mpi);
+        return Words(c.argv().begin() + 1, c.argv().end());
+    };
+    BOOST_TEST(agent(Launcher::OpenMpi, ompi4) == (Words{"--mca", "plm_rsh_agent", "ssh -F /c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(agent(Launcher::OpenMpi, ompi5) == (Words{"--mca", "plm_ssh_agent", "ssh -F /c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(agent(Launcher::OpenMpi, prrte) == (Words{"--mca", "plm_ssh_agent", "ssh -F /c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(agent(Launcher::Hydra, mpich) == (Words{"-launcher", "ssh", "-launcher-exec", "ssh -F /c"}),
+               boost::test_tools::per_element());
+    BOOST_CHECK_THROW(agent(Launcher::Srun, mpich), std::logic_error);
+}
+
+BOOST_AUTO_TEST_CASE(root_and_empty_forwarding) {
+    for (auto l : {Launcher::Hydra, Launcher::Srun}) {
+        LauncherCommand c(l, "x");
+        c.allow_run_as_root();
+        BOOST_TEST(c.argv().size() == 1u);
+    }
+    LauncherCommand srun(Launcher::Srun, "srun");
+    srun.forward({});
+    BOOST_TEST(srun.argv().back() == "--export=ALL");
+    LauncherCommand ompi(Launcher::OpenMpi, "mpirun");
+    ompi.forward({});
+    BOOST_TEST(ompi.argv().size() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(child_process)
+
+BOOST_AUTO_TEST_CASE(exit_codes_and_streams) {
+    auto r = run_command(sh("echo out; echo err >&2; exit 3"));
+    BOOST_TEST((r.ending == CommandResult::Ending::Exited));
+    BOOST_TEST(r.exit_code == 3);
+    BOOST_TEST(r.out == "out\n");
+    BOOST_TEST(r.err == "err\n");
+    r = run_command(sh("kill -KILL $$"));
+    BOOST_TEST((r.ending == CommandResult::Ending::Signalled));
+    BOOST_TEST(r.signal == SIGKILL);
+}
+
+BOOST_AUTO_TEST_CASE(merged_output_keeps_the_order) {
+    Command c = sh("echo one; echo two >&2; echo three");
+    c.merge_output = true;
+    const auto r = run_command(c);
+    BOOST_TEST(r.out == "one\ntwo\nthree\n");
+    BOOST_TEST(r.err.empty());
+    BOOST_TEST(r.exit_code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(time_limit_stops_the_child) {
+    const auto start = Clock::now();
+    const auto r = run_command(sh("echo started; sleep 30", 300ms));
+    BOOST_TEST((r.ending == CommandResult::Ending::TimedOut));
+    BOOST_TEST(r.out == "started\n");
+    BOOST_TEST(Seconds(Clock::now() - start).count() < 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(spawn_failure_is_a_result) {
+    Command c;
+    c.argv = {"lockstep-no-such-program"};
+    const auto r = run_command(c);
+    BOOST_TEST((r.ending == CommandResult::Ending::SpawnFailed));
+    BOOST_TEST(r.spawn_error.find("cannot run 'lockstep-no-such-program'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(input_and_environment) {
+    Command c = sh("read line; echo \"$line $LAUNCHER_TEST_VALUE\"");
+    c.input = "hello\n";
+    c.environment = {{"LAUNCHER_TEST_VALUE", "world"}};
+    BOOST_TEST(run_command(c).out == "hello world\n");
+}
+
+BOOST_AUTO_TEST_CASE(foreground_child_status) {
+    const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"ONLY", "this"}};
+    BOOST_TEST(run_in_foreground({"sh", "-c", "exit 7"}, env) == 7);
+    BOOST_TEST(run_in_foreground({"sh", "-c", "kill -TERM $$"}, env) == 128 + SIGTERM);
+    // Exactly the environment given, nothing inherited.
+    ::setenv("LAUNCHER_TEST_INHERITED", "1", 1);
+    BOOST_TEST(run_in_foreground({"sh", "-c", "test \"$ONLY\" = this && test -z \"$LAUNCHER_TEST_INHERITED\""}, env) ==
+               0);
+    try {
+        (void)run_in_foreground({"lockstep-no-such-program"}, env);
+        BOOST_FAIL("a missing program must throw");
+    } catch (const SpawnError& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("cannot start 'lockstep-no-such-program'") != std::string::npos);
+        BOOST_TEST(what.find("not found on PATH") != std::string::npos);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(path_search) {
+    const std::string found = find_program("sh");
+    BOOST_TEST(found.ends_with("/sh"));
+    BOOST_TEST(::access(found.c_str(), X_OK) == 0);
+    BOOST_TEST(find_program("/bin/sh") == "/bin/sh");
+    BOOST_TEST(find_program("lockstep-no-such-program").empty());
+    BOOST_TEST(find_program("/tmp").empty());  // a directory is not a program
+    BOOST_TEST(find_program("").empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
