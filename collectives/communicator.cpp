@@ -3,14 +3,38 @@
 // communicator's bootstrap in world.cpp.
 
 #include "communicator_impl.hpp"
+#include "rank_groups.hpp"
 #include "wait_statistics.hpp"
 
+#include <lockstep/build_config.hpp>
 #include <lockstep/config.hpp>
 #include <lockstep/logging.hpp>
+
+#include <fmt/ranges.h>
 
 namespace lockstep {
 
 namespace {
+
+// What every process of a communicator must agree on before its first call, because it changes the protocol: debug
+// mode adds an exchange to every collective, the timeout decides when a wait is a hang, and the signature's size
+// tells apart builds of lockstep whose records would not compare.
+struct SettingsRecord {
+    std::uint64_t signature_bytes;
+    double timeout;
+    std::uint8_t debug;
+    std::uint8_t unused[7];
+    detail::FixedText<64> debug_source;
+    detail::FixedText<64> timeout_source;
+    detail::FixedText<32> version;
+};
+
+std::string source_of(const Config& cfg, const char* key, bool explicit_option) {
+    if (explicit_option) return "CommunicatorOptions";
+    const auto it = cfg.sources.find(key);
+    return it == cfg.sources.end() ? "default" : it->second;
+}
+
 // The next communicator id this process would give; a new communicator takes the largest over its members.
 std::uint64_t& communicator_counter() {
     static std::uint64_t counter = 0;
@@ -30,6 +54,13 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
     LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
+    try {
+        check_settings_agree(options);
+    } catch (...) {
+        MPI_Comm_free(&control);
+        MPI_Comm_free(&comm);
+        throw;
+    }
 
     // One exchange sets up the watchdog's view of this communicator and agrees on its id.
     auto& watchdog = detail::Watchdog::instance();
@@ -38,7 +69,10 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     mine.next_comm_id = communicator_counter();
     std::vector<detail::Endpoint> members;
     LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, members, control, size));
-    for (const auto& m : members) id = std::max(id, m.next_comm_id);
+    for (const auto& m : members) {
+        id = std::max(id, m.next_comm_id);
+        world_ranks.push_back(m.world_rank);
+    }
     communicator_counter() = id + 1;
     const detail::Boards boards = watchdog.register_communicator(id, std::move(members), timeout);
     if (timeout > 0.0) {
@@ -46,6 +80,45 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
         p2p_board = boards.point_to_point;
     }
     detail::attach_wait_counter(&wait_ticks);
+}
+
+void Communicator::Impl::check_settings_agree(const CommunicatorOptions& options) {
+    const Config& cfg = config();
+    SettingsRecord mine{};
+    mine.signature_bytes = sizeof(detail::WireSignature);
+    mine.timeout = timeout;
+    mine.debug = debug ? 1 : 0;
+    mine.debug_source.assign(source_of(cfg, "debug", options.debug.has_value()), /*keep_end=*/true);
+    mine.timeout_source.assign(source_of(cfg, "timeout", options.timeout.has_value()), /*keep_end=*/true);
+    mine.version.assign(LOCKSTEP_VERSION);
+    std::vector<SettingsRecord> all;
+    LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, all, control, size));
+
+    // Every process compares the same records, so either all go on or all throw the same error.
+    std::string differences;
+    const auto compare = [&](std::string_view what, auto&& value) {
+        std::vector<std::string> values;
+        for (const auto& r : all) values.push_back(value(r));
+        if (std::any_of(values.begin(), values.end(), [&](const auto& v) { return v != values.front(); })) {
+            differences += fmt::format("{}:\n{}", what, detail::grouped_by_value(values));
+        }
+    };
+    compare("Debug mode (LOCKSTEP_DEBUG_MODE)", [](const SettingsRecord& r) {
+        return fmt::format("{} ({})", r.debug != 0 ? "on" : "off", r.debug_source.str());
+    });
+    compare("Watchdog timeout (LOCKSTEP_TIMEOUT)", [](const SettingsRecord& r) {
+        return fmt::format("{} ({})", r.timeout > 0 ? fmt::format("{:g} s", r.timeout) : "off", r.timeout_source.str());
+    });
+    compare("lockstep build", [](const SettingsRecord& r) {
+        return fmt::format("{} (signature of {} bytes)", r.version.str(), r.signature_bytes);
+    });
+    if (differences.empty()) return;
+    throw ConfigError("the processes of a communicator",
+                      fmt::format("they disagree on settings that every process must share, so their collectives "
+                                  "could not match:\n{}Give every process the same settings: `lockstep launch` "
+                                  "forwards LOCKSTEP_* variables to every rank (with mpirun, use -x VARIABLE), and "
+                                  "every rank must run the same lockstep build.",
+                                  differences));
 }
 
 Communicator::Impl::~Impl() {
@@ -66,7 +139,29 @@ void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine) {
     std::vector<Signature> sigs;
     sigs.reserve(exchanged.size());
     for (const auto& w : exchanged) sigs.push_back(detail::decode_signature(w));
+    // A sub-communicator's process numbers are not the job's: say which world ranks they are.
+    std::string world_note;
+    for (std::size_t r = 0; r < world_ranks.size(); ++r) {
+        if (world_ranks[r] != static_cast<int>(r)) {
+            std::vector<std::string> pairs;
+            for (std::size_t q = 0; q < world_ranks.size(); ++q)
+                pairs.push_back(fmt::format("{}={}", q, world_ranks[q]));
+            world_note = fmt::format("World ranks of this communicator's processes: {}\n", fmt::join(pairs, ", "));
+            break;
+        }
+    }
+    if (auto report = detail::rejected_report(sigs)) {
+        *report += world_note;
+        get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
+        std::vector<CallRejectedError::Failure> failures;
+        for (std::size_t r = 0; r < sigs.size(); ++r) {
+            if (!sigs[r].failure_type.empty())
+                failures.push_back({static_cast<int>(r), sigs[r].failure_type, sigs[r].failure});
+        }
+        throw CallRejectedError(std::move(*report), std::move(failures));
+    }
     if (auto report = check_signatures(sigs)) {
+        *report += world_note;
         get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
         throw SignatureMismatchError(std::move(*report), std::move(sigs));
     }
@@ -92,6 +187,12 @@ bool Communicator::debug() const noexcept {
 }
 double Communicator::timeout() const noexcept {
     return impl_->timeout;
+}
+void Communicator::set_step(std::uint64_t step) noexcept {
+    impl_->step = step;
+}
+std::uint64_t Communicator::step() const noexcept {
+    return impl_->step;
 }
 void Communicator::set_debug(bool on) noexcept {
     impl_->debug = on;

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <source_location>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,9 @@ struct alignas(64) Communicator::Impl {
 
     // The life cycle (communicator.cpp).
     Impl(MPI_Comm base, const CommunicatorOptions& options);
+    // One exchange before the first call: the settings that change the protocol must be equal on every process, or
+    // every process throws the same ConfigError (rather than hanging in the first collective that differs).
+    void check_settings_agree(const CommunicatorOptions& options);
     ~Impl();
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;
@@ -73,8 +77,11 @@ struct alignas(64) Communicator::Impl {
         detail::check_mpi(rc, call, where);
     }
 
-    template <typename Payload>
-    void run(const detail::CallInfo& call, Payload&& payload) {
+    // prepare() validates the arguments and allocates what the call returns; payload() moves the data. In debug mode
+    // prepare's outcome travels in the signature, so that a call one process cannot start (an invalid argument, no
+    // memory) raises the same CallRejectedError on every process before any payload moves.
+    template <typename Prepare, typename Payload>
+    void run(const detail::CallInfo& call, Prepare&& prepare, Payload&& payload) {
         ++sequence;
         ++collectives;
         const std::int64_t start = detail::ticks(tsc);
@@ -94,7 +101,17 @@ struct alignas(64) Communicator::Impl {
             }
         } guard{this, watched, start};
 
-        if (debug) exchange_and_check(detail::encode_signature(call, sequence));
+        if (debug) {
+            std::optional<detail::LocalFailure> failure;
+            try {
+                prepare();
+            } catch (...) {
+                failure = detail::current_failure();
+            }
+            exchange_and_check(detail::encode_signature(call, sequence, step, failure ? &*failure : nullptr));
+        } else {
+            prepare();
+        }
         if (call.root >= size || (call.root < 0 && call.root != -1)) {
             throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {} processes",
                                                    op_name(call.op), call.root, size));
@@ -102,8 +119,17 @@ struct alignas(64) Communicator::Impl {
         payload();
     }
 
+    template <typename Payload>
+    void run(const detail::CallInfo& call, Payload&& payload) {
+        run(
+            call, [] {}, std::forward<Payload>(payload));
+    }
+
     // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp).
     void exchange_and_check(const detail::WireSignature& mine);
+
+    std::uint64_t step = 0;        // Communicator::set_step: compared in debug mode; 0 is unset
+    std::vector<int> world_ranks;  // of this communicator's ranks, for reports
 
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
     class PointToPointWatch {
@@ -185,34 +211,49 @@ inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
 }
 
 // The reductions' one sequence for every dtype: float16 and bfloat16 accumulate in float32 and are rounded once at
-// the end; mean is a sum divided by the number of processes afterwards.
-//
-// Out of place: reduce(in, result) runs MPI from `in` (t, or its float32 copy) into `result` (a new tensor of
-// `result_shape` in the accumulation dtype) and returns whether this rank receives a result (a reduce's non-roots do
-// not: they get an undefined tensor).
-template <typename Reduce>
-[[nodiscard]] Tensor widened_reduce(const Tensor& t, ReduceOp op, int processes, const Shape& result_shape,
-                                    Reduce&& reduce) {
-    const bool half = is_half(t.dtype());
-    const Tensor widened = half ? ops::cast(t, DType::Float32) : Tensor();
-    const Tensor& in = half ? widened : t;  // no copy of t's handle (a reference count) on the common path
-    Tensor result = Tensor::empty(result_shape, in.dtype(), in.device());
-    if (!reduce(in, result)) return {};
-    if (op == ReduceOp::Mean) ops::scale_(result, 1.0 / processes);
-    return half ? ops::cast(result, t.dtype()) : result;
+// the end; mean is a sum divided by the number of processes afterwards. What the sequence allocates (the float32
+// copy, the accumulator, the rounded result) is allocated in the call's prepare step, before any data moves, so that
+// running out of memory is a failure every rank learns of in debug mode, not one rank's surprise after the exchange.
+
+// The float32 copy of a half-precision tensor; nothing for other dtypes (the tensor itself is used).
+struct Widened {
+    Tensor copy;
+    [[nodiscard]] Tensor& of(Tensor& t) noexcept { return copy.defined() ? copy : t; }
+    [[nodiscard]] const Tensor& of(const Tensor& t) const noexcept { return copy.defined() ? copy : t; }
+};
+[[nodiscard]] inline Widened widen(const Tensor& t) {
+    return is_half(t.dtype()) ? Widened{ops::cast(t, DType::Float32)} : Widened{};
 }
-// In place: reduce(work) reduces `work` (t itself, or its float32 copy, copied back afterwards) in place.
-template <typename Reduce>
-void widened_reduce_(Tensor& t, ReduceOp op, int processes, Reduce&& reduce) {
-    if (!is_half(t.dtype())) {
-        reduce(t);
-        if (op == ReduceOp::Mean) ops::scale_(t, 1.0 / processes);
-        return;
-    }
-    Tensor work = ops::cast(t, DType::Float32);
-    reduce(work);
-    if (op == ReduceOp::Mean) ops::scale_(work, 1.0 / processes);
-    ops::copy_(t, work);
+// In place: after MPI reduced `work.of(t)`, the mean's division and the copy back into a half-precision t.
+inline void finish_reduce_(Tensor& t, Widened& work, ReduceOp op, int processes) {
+    Tensor& target = work.of(t);
+    if (op == ReduceOp::Mean) ops::scale_(target, 1.0 / processes);
+    if (work.copy.defined()) ops::copy_(t, work.copy);
+}
+
+// Out of place: MPI reads `input.of(t)` and writes `result` (in the accumulation dtype); `out` is the rounded
+// half-precision result. A process that receives nothing (a reduce's non-root) gets an empty result.
+struct WidenedResult {
+    Widened input;
+    Tensor result;
+    Tensor out;
+    bool receives = true;
+};
+[[nodiscard]] inline WidenedResult widened_result(const Tensor& t, const Shape& shape, bool receives = true) {
+    WidenedResult r;
+    r.input = widen(t);
+    const Tensor& in = r.input.of(t);
+    r.result = Tensor::empty(receives ? shape : Shape{0}, in.dtype(), in.device());
+    if (receives && is_half(t.dtype())) r.out = Tensor::empty(shape, t.dtype(), t.device());
+    r.receives = receives;
+    return r;
+}
+[[nodiscard]] inline Tensor finish_reduce(WidenedResult& r, ReduceOp op, int processes) {
+    if (!r.receives) return {};
+    if (op == ReduceOp::Mean) ops::scale_(r.result, 1.0 / processes);
+    if (!r.out.defined()) return r.result;
+    ops::copy_(r.out, r.result);
+    return r.out;
 }
 
 }  // namespace detail

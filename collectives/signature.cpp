@@ -1,6 +1,7 @@
 #include "rank_groups.hpp"
 #include "wire_signature.hpp"
 
+#include <lockstep/allocator.hpp>
 #include <lockstep/signature.hpp>
 
 #include <fmt/core.h>
@@ -54,7 +55,32 @@ namespace {
 constexpr std::uint8_t none = 0xff;
 }  // namespace
 
-WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence) {
+LocalFailure current_failure() {
+    // The most specific type first: OutOfMemoryError and the other Error subclasses by name, so that every rank can
+    // name them; anything else as what it is.
+    try {
+        throw;
+    } catch (const OutOfMemoryError& e) {
+        return {"OutOfMemoryError", e.what()};
+    } catch (const ShapeError& e) {
+        return {"ShapeError", e.what()};
+    } catch (const DTypeError& e) {
+        return {"DTypeError", e.what()};
+    } catch (const DeviceError& e) {
+        return {"DeviceError", e.what()};
+    } catch (const InvalidArgumentError& e) {
+        return {"InvalidArgumentError", e.what()};
+    } catch (const Error& e) {
+        return {"Error", e.what()};
+    } catch (const std::bad_alloc& e) {
+        return {"std::bad_alloc", e.what()};
+    } catch (const std::exception& e) {
+        return {"std::exception", e.what()};
+    }
+}
+
+WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence, std::uint64_t step,
+                               const LocalFailure* failure) {
     WireSignature w;
     std::memset(&w, 0, sizeof w);
     w.sequence = sequence;
@@ -80,6 +106,11 @@ WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence) {
     w.file.assign(slash == std::string_view::npos ? file : file.substr(slash + 1), /*keep_end=*/true);
     w.function.assign(call.site.function(), /*keep_end=*/true);
     w.tag.assign(call.site.tag);
+    w.step = step;
+    if (failure != nullptr) {
+        w.failure_type.assign(failure->type);
+        w.failure.assign(failure->message);
+    }
     return w;
 }
 
@@ -102,6 +133,9 @@ Signature decode_signature(const WireSignature& w) {
     s.file = w.file.str();
     s.function = w.function.str();
     s.tag = w.tag.str();
+    s.step = w.step;
+    s.failure_type = w.failure_type.str();
+    s.failure = w.failure.str();
     return s;
 }
 
@@ -109,6 +143,7 @@ bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
     if (sigs.empty()) return true;
     const WireSignature& a = sigs[0];
     const OpTraits& rules = traits(static_cast<OpKind>(a.op));
+    if (!a.failure_type.empty()) return false;
     for (std::size_t r = 1; r < sigs.size(); ++r) {
         const WireSignature& b = sigs[r];
         if (b.op != a.op || b.sequence != a.sequence || b.dtype != a.dtype || b.rank_of_shape != a.rank_of_shape ||
@@ -118,6 +153,8 @@ bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
         if (a.varying_dim >= 0 ? b.trailing_hash != a.trailing_hash : b.shape_hash != a.shape_hash) return false;
         if (rules.has_root && b.root != a.root) return false;
         if (rules.has_reduce_op && b.reduce_op != a.reduce_op) return false;
+        if (!b.failure_type.empty() || std::memcmp(&b.tag, &a.tag, sizeof a.tag) != 0) return false;
+        if (b.step != a.step) return false;
     }
     return true;
 }
@@ -224,6 +261,15 @@ std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) 
                               return s.reduce_op ? std::string(reduce_op_name(*s.reduce_op)) : "none";
                           }});
     }
+    if (!all_equal(sigs, [](const Signature& a, const Signature& b) { return a.tag == b.tag; })) {
+        failed.push_back({"tag", "Tags", [](const Signature& s) { return fmt::format("'{}'", s.tag); }});
+    }
+    if (!all_equal(sigs, [](const Signature& a, const Signature& b) { return a.step == b.step; })) {
+        failed.push_back({"step", "Steps (Communicator::set_step: a process skipped or repeated a step of the loop)",
+                          [](const Signature& s) {
+                              return s.step == 0 ? std::string("none set") : fmt::format("step {}", s.step);
+                          }});
+    }
     if (failed.empty()) return std::nullopt;
 
     std::vector<std::string> nouns;
@@ -235,6 +281,39 @@ std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) 
     report += fmt::format("Call sites:\n{}", grouped(sigs, site));
     if (!sigs[0].tag.empty()) report += fmt::format("Tag: '{}'\n", sigs[0].tag);
     return report;
+}
+
+namespace detail {
+std::optional<std::string> rejected_report(const std::vector<Signature>& sigs) {
+    std::vector<int> failing;
+    for (std::size_t r = 0; r < sigs.size(); ++r) {
+        if (!sigs[r].failure_type.empty()) failing.push_back(static_cast<int>(r));
+    }
+    if (failing.empty()) return std::nullopt;
+    std::string report = fmt::format(
+        "Cannot run `{}` #{}: {} could not start it, so no process did (no data was exchanged; every process raises "
+        "this error).\n\nFailures:\n",
+        op_name(sigs[static_cast<std::size_t>(failing.front())].op),
+        sigs[static_cast<std::size_t>(failing.front())].sequence, processes_text(failing));
+    for (const int r : failing) {
+        const Signature& s = sigs[static_cast<std::size_t>(r)];
+        report += fmt::format("  - Process {}: {}: {}\n", r, s.failure_type, s.failure);
+    }
+    std::vector<std::string> sites;
+    for (const auto& s : sigs) {
+        sites.push_back(fmt::format("`{}` #{} at {}", op_name(s.op), s.sequence, s.call_site()));
+    }
+    report += "Calls:\n" + grouped_by_value(sites);
+    return report;
+}
+}  // namespace detail
+
+CallRejectedError::CallRejectedError(std::string message, std::vector<Failure> failures)
+    : DistributedOperationError(std::move(message)), failures_(std::move(failures)) {}
+
+bool CallRejectedError::out_of_memory() const noexcept {
+    return std::any_of(failures_.begin(), failures_.end(),
+                       [](const Failure& f) { return f.type == "OutOfMemoryError"; });
 }
 
 SignatureMismatchError::SignatureMismatchError(std::string message, std::vector<Signature> signatures)
@@ -262,6 +341,7 @@ std::string SignatureMismatchError::to_json() const {
             {"line", s.line},
             {"function", s.function},
             {"tag", s.tag},
+            {"step", s.step != 0 ? nlohmann::json(s.step) : nlohmann::json(nullptr)},
         };
         ranks.push_back(std::move(j));
     }

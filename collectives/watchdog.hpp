@@ -10,10 +10,17 @@
 // A watchdog thread per process serves those boards over a TCP socket (loopback when the job is on one node) and checks
 // every 100 ms whether a call in flight has outlived its communicator's timeout. When it has, it asks every process of
 // the stuck communicator for its board, through those sockets: a channel that does not depend on MPI, so it answers
-// while the collective is stuck and while a process computes or waits in MPI_Finalize. The lowest-ranked waiting
-// process prints the report (op, call number, shape, seconds waited, which ranks never arrived, what each process is
-// doing); then the job ends with MPI_Abort (exit code 124). A stuck send or recv is reported by the process that waits,
+// while the collective is stuck and while a process computes or waits in MPI_Finalize. A member that is stuck in a
+// collective of another communicator brings that call into the same report (two calls that wait for each other are
+// one hang). The lowest world rank waiting in any of those calls prints the report (op, call number, shape, seconds
+// waited, where the processes are on each communicator, what each process is doing); then it tells every process of
+// the job to end, and each ends itself with exit code 124. A stuck send or recv is reported by the process that waits,
 // with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
+//
+// The channel answers only the processes of the job: each process draws a random key at start-up and publishes it
+// with its endpoint in the MPI exchange every new communicator makes, so only a process that took part in that
+// exchange can present it. It serves many clients at once, each with a short deadline, so idle or malformed
+// connections cannot hold up a report.
 
 #include "call_info.hpp"
 #include "fixed_record.hpp"
@@ -29,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -41,7 +49,10 @@ namespace lockstep::detail {
 // (call_info.hpp).
 class Board {
 public:
-    Board(std::uint64_t comm_id, double timeout) : comm_id_(comm_id), timeout_(timeout) {}
+    // completions, if given, is the process's count of completed calls over all boards: the order in which calls of
+    // different communicators completed, which the watchdog's 100 ms stamps cannot tell apart.
+    Board(std::uint64_t comm_id, double timeout, std::atomic<std::uint64_t>* completions = nullptr)
+        : comm_id_(comm_id), timeout_(timeout), completions_(completions) {}
 
     // The start of call number begun()+1 (its record goes to slot (begun()+1) % 2, which held the call before the last
     // completed one), and its end.
@@ -59,7 +70,16 @@ public:
         version_.store(version + 2, std::memory_order_release);
         begun_.store(call, std::memory_order_release);
     }
-    void end() noexcept { ended_.store(ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+    void end() noexcept {
+        if (completions_ != nullptr) {
+            // A load and a store, not an increment: threads that complete at the same moment may share a number,
+            // which only makes their order a tie.
+            const std::uint64_t order = completions_->load(std::memory_order_relaxed) + 1;
+            completions_->store(order, std::memory_order_relaxed);
+            last_order_.store(order, std::memory_order_relaxed);
+        }
+        ended_.store(ended_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
 
     void begin_shared(const CallRecord& record) {
         std::scoped_lock lock(writers_mutex_);
@@ -75,6 +95,7 @@ public:
         std::uint64_t ended = 0;
         std::optional<CallRecord> current;  // the call in flight
         std::optional<CallRecord> last;     // the last call completed
+        std::uint64_t last_order = 0;       // its place among the process's completed calls (0: not counted)
     };
     // A consistent view, or nullopt if every try raced with a write (the caller looks again on its next round).
     [[nodiscard]] std::optional<Snapshot> read() const noexcept {
@@ -84,6 +105,7 @@ public:
             Snapshot snap;
             snap.begun = begun_.load(std::memory_order_acquire);
             snap.ended = ended_.load(std::memory_order_acquire);
+            snap.last_order = last_order_.load(std::memory_order_relaxed);
             const auto load = [this](std::uint64_t call) {
                 Words words;
                 auto& slot = slots_[call % 2];
@@ -113,6 +135,8 @@ private:
     std::atomic<std::uint64_t> ended_{0};
     const std::uint64_t comm_id_;
     const double timeout_;
+    std::atomic<std::uint64_t>* const completions_;
+    std::atomic<std::uint64_t> last_order_{0};
     mutable Words slots_[2] = {};
     std::mutex writers_mutex_;
 };
@@ -131,7 +155,13 @@ struct Endpoint {
     std::int32_t world_rank;
     std::int32_t unused;
     std::uint64_t next_comm_id;  // the sender's counter of communicators; the new one takes the largest
+    // The key a query to this process's watchdog must present: random per process, it travels only inside this MPI
+    // exchange, never on a command line or in the environment.
+    std::array<std::uint8_t, 16> key;
 };
+
+// The request line that asks the watchdog at `to` for `verb` (BOARD, NUDGE or END), with its key.
+[[nodiscard]] std::string watchdog_request(std::string_view verb, const Endpoint& to);
 
 class Watchdog {
 public:

@@ -9,6 +9,8 @@
 #include <lockstep/signature.hpp>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace lockstep::detail {
@@ -19,6 +21,7 @@ struct WireSignature {
     std::uint64_t trailing_hash;
     std::int64_t numel;
     std::int64_t dims[max_record_dims];
+    std::uint64_t step;  // Communicator::set_step; 0: none
     std::int32_t rank_of_shape;
     std::int32_t root;
     std::int32_t varying_dim;
@@ -30,14 +33,29 @@ struct WireSignature {
     FixedText<72> file;
     FixedText<64> function;
     FixedText<44> tag;
+    FixedText<24> failure_type;  // empty: this process can run the call
+    FixedText<200> failure;
 };
 static_assert(FixedRecord<WireSignature> && sizeof(WireSignature) % 8 == 0);
 
-// Call number `sequence` of this rank, as it goes on the wire.
-[[nodiscard]] WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence);
+// Why this process cannot start a call: what it caught while validating the arguments and allocating the result.
+struct LocalFailure {
+    std::string type;  // "ShapeError", ...
+    std::string message;
+};
+// The failure of the exception in flight (call inside a catch block).
+[[nodiscard]] LocalFailure current_failure();
+
+// Call number `sequence` of this rank, made at `step` of its program, as it goes on the wire.
+[[nodiscard]] WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence, std::uint64_t step = 0,
+                                             const LocalFailure* failure = nullptr);
 [[nodiscard]] Signature decode_signature(const WireSignature& wire);
 
-// The cheap test run on every debug-mode call: true when the records agree on every field the op's rules compare.
+// The cheap test run on every debug-mode call: true when no process reports a failure and the records agree on every
+// field the op's rules compare.
 [[nodiscard]] bool wire_signatures_agree(const std::vector<WireSignature>& signatures) noexcept;
+
+// The report for a call that some process could not start, nullopt when none failed.
+[[nodiscard]] std::optional<std::string> rejected_report(const std::vector<Signature>& signatures);
 
 }  // namespace lockstep::detail

@@ -1,32 +1,75 @@
-// The world communicator and what starts with it: the start-up checks (device inventory, kernel warnings) on a
-// labelled duplicate, the straggler report as a section of Runtime::report(), and freeing at Runtime::finalize.
+// The world communicator and what starts and ends with it: the start-up checks (device inventory, kernel warnings) on
+// a labelled duplicate, the straggler report as a section of Runtime::report(), and at Runtime::finalize the
+// comparison of how many collectives each process made, then freeing.
 
 #include "communicator_impl.hpp"
+#include "rank_groups.hpp"
 #include "wait_statistics.hpp"
 
 #include <lockstep/inventory.hpp>
+#include <lockstep/logging.hpp>
 #include <lockstep/straggler.hpp>
 
 #include <mutex>
 
 namespace lockstep {
 
+namespace {
+
+struct CallCount {
+    std::uint64_t collectives;
+};
+
+// Every process reaching Runtime::finalize says how many collectives it made on the world communicator. A process
+// that skipped a call whose others completed without it (a broadcast's root, a reduce's senders return as soon as
+// their data is out) has paired its later calls with the wrong ones of its peers; the counts then differ, and every
+// process says so, instead of the job ending as if nothing happened. (A peer still waiting in a collective never
+// gets here: the exchange waits on it, watched, and the watchdog reports the stuck call.)
+void compare_call_counts(Communicator& checks, std::uint64_t made) {
+    const std::vector<CallCount> all = detail::allgather_fixed(checks, CallCount{made});
+    std::vector<std::string> counts;
+    for (const CallCount& c : all) counts.push_back(fmt::format("{} collectives", c.collectives));
+    if (std::all_of(counts.begin(), counts.end(), [&](const auto& c) { return c == counts.front(); })) return;
+    get_logger("lockstep.debug")
+        .error(every_rank,
+               "Processes made different numbers of collectives on the world communicator before "
+               "Runtime::finalize:\n{}A process skipped a collective (or made an extra one) whose other processes "
+               "did not wait for it, so later calls paired with the wrong ones and their results are not to be "
+               "trusted. LOCKSTEP_DEBUG_MODE=1 finds the call where they part.",
+               detail::grouped_by_value(counts));
+}
+
+}  // namespace
+
 Communicator& Communicator::world() {
     static std::mutex mutex;
     static std::unique_ptr<Communicator> world;
+    // lockstep's own calls, apart from the program's call numbers: the start-up checks, and the comparison at
+    // finalize on a communicator of its own (made now: a duplicate made at finalize would wait unwatched for a
+    // process that never comes), so that each report names its calls by their own label.
+    static std::unique_ptr<Communicator> checks;
+    static std::unique_ptr<Communicator> closing;
     std::scoped_lock lock(mutex);
     if (!world) {
         world = std::make_unique<Communicator>(Runtime::get().comm());
         detail::mark_world_start();
-        // On a duplicate, so that the checks' collectives do not count among the world's call numbers.
-        Communicator checks = world->dup();
-        detail::Watchdog::instance().label_communicator(checks.impl_->id, "lockstep's start-up checks");
-        run_startup_checks(checks);
+        checks = std::make_unique<Communicator>(world->dup());
+        detail::Watchdog::instance().label_communicator(checks->impl_->id, "lockstep's start-up checks");
+        run_startup_checks(*checks);
+        closing = std::make_unique<Communicator>(checks->dup());
+        detail::Watchdog::instance().label_communicator(closing->impl_->id, "lockstep's check at finalize");
         detail::at_runtime_report([] { return straggler_report(Communicator::world()); });
         // Freed while MPI still runs; the watchdog shows the phase if another rank is still waiting for this one.
         detail::at_runtime_finalize([] {
             detail::Watchdog::instance().set_phase("in lockstep::Runtime::finalize / MPI_Finalize");
             std::scoped_lock inner(mutex);
+            try {
+                compare_call_counts(*closing, world->impl_->sequence);
+            } catch (const Error& e) {
+                get_logger("lockstep.debug").error(every_rank, "the comparison of call counts failed: {}", e.what());
+            }
+            closing.reset();
+            checks.reset();
             world.reset();
         });
     }

@@ -121,6 +121,26 @@ InOrderState& in_order_state() {
     return state;
 }
 
+// Called by MPI at MPI_Finalize (the attribute lives on MPI_COMM_SELF): frees the logging keyval, so that MPI does not
+// keep it (and LeakSanitizer does not report it) after the job. MPI frees a key only once no communicator still
+// holds an attribute under it.
+int free_logging_keyval(MPI_Comm /*self*/, int /*keyval*/, void* /*value*/, void* /*extra_state*/) {
+    auto& state = in_order_state();
+    if (state.keyval == MPI_KEYVAL_INVALID) return MPI_SUCCESS;
+    return MPI_Comm_free_keyval(&state.keyval);
+}
+
+// Creates the logging keyval and arranges for its release at MPI_Finalize through a second key on MPI_COMM_SELF,
+// which is marked freed at once (MPI keeps it until MPI_COMM_SELF's attributes are deleted).
+void create_logging_keyval(InOrderState& state) {
+    LOCKSTEP_MPI_CHECK(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_logging_communicator, &state.keyval, nullptr));
+    int cleanup = MPI_KEYVAL_INVALID;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_logging_keyval, &cleanup, nullptr));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, cleanup, nullptr));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_free_keyval(&cleanup));
+}
+
 // The logging communicator, or MPI_COMM_NULL when MPI is not running. Called with the state's mutex held; collective
 // over the base communicator the first time (MPI_Comm_dup), which every rank reaches because every rank makes the
 // in-order call.
@@ -133,10 +153,7 @@ MPI_Comm logging_communicator(InOrderState& state) {
 
     const MPI_Comm base = Runtime::initialized() ? Runtime::get().comm() : MPI_COMM_WORLD;
     const MPI_Comm anchor = base == MPI_COMM_WORLD ? MPI_COMM_SELF : base;
-    if (state.keyval == MPI_KEYVAL_INVALID) {
-        LOCKSTEP_MPI_CHECK(
-            MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_logging_communicator, &state.keyval, nullptr));
-    }
+    if (state.keyval == MPI_KEYVAL_INVALID) create_logging_keyval(state);
     void* value = nullptr;
     int found = 0;
     LOCKSTEP_MPI_CHECK(MPI_Comm_get_attr(anchor, state.keyval, &value, &found));

@@ -2,15 +2,20 @@
 #include <lockstep/config.hpp>
 
 #include <fmt/core.h>
+#include <malloc.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace lockstep {
@@ -22,29 +27,32 @@ constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 }  // namespace
 
 std::string format_bytes(std::size_t bytes) {
-    static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (bytes < 1024) return fmt::format("{} B", bytes);
-    double value = static_cast<double>(bytes);
-    int unit = -1;
-    while (value >= 1024.0 && unit < 4) {
-        value /= 1024.0;
-        ++unit;
-    }
-    return fmt::format("{:.2f} {}", value, units[unit]);
+    int unit = 0;
+    while (unit < 5 && (bytes >> (10 * (unit + 1))) >= 1024) ++unit;
+    // Hundredths of the unit, in integers and cut rather than rounded, so that the text never names more than the
+    // count: rounded (or through a double), the largest counts would read "16.00 EiB", which no std::size_t holds.
+    const auto hundredths =
+        static_cast<std::uint64_t>((static_cast<unsigned __int128>(bytes) * 100) >> (10 * (unit + 1)));
+    return fmt::format("{}.{:02} {}", hundredths / 100, hundredths % 100, units[unit]);
 }
 
 std::size_t parse_bytes(std::string_view text) {
     auto fail = [&](std::string_view why) -> std::size_t {
         throw InvalidArgumentError(fmt::format(
-            "invalid memory size '{}': {}; write a number of bytes with an optional unit, e.g. 512MiB, 2GiB, 1.5GB",
-            text, why));
+            "invalid memory size {}: {}; write a number of bytes with an optional unit, e.g. 512MiB, 2GiB, 1.5GB",
+            detail::quote_value(text), why));
     };
+    auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
     std::size_t pos = 0;
     while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
-    std::size_t number_start = pos;
-    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
-    std::string number(text.substr(number_start, pos - number_start));
-    if (number.empty() || std::count(number.begin(), number.end(), '.') > 1) return fail("no number");
+    const std::size_t number_start = pos;
+    while (pos < text.size() && (is_digit(text[pos]) || text[pos] == '.')) ++pos;
+    const std::string_view number = text.substr(number_start, pos - number_start);
+    if (std::none_of(number.begin(), number.end(), is_digit) || std::count(number.begin(), number.end(), '.') > 1) {
+        return fail("no number");
+    }
     std::string unit;
     for (char c : text.substr(pos)) {
         if (!std::isspace(static_cast<unsigned char>(c)))
@@ -52,21 +60,59 @@ std::size_t parse_bytes(std::string_view text) {
     }
     struct UnitScale {
         std::string_view name;
-        double scale;
+        std::uint64_t scale;
     };
+    constexpr std::uint64_t Ki = 1024, K = 1000;
     static constexpr UnitScale scales[] = {
-        {"", 1.0},      {"b", 1.0},      {"k", 0x1p10},  {"kib", 0x1p10}, {"ki", 0x1p10}, {"kb", 1e3},
-        {"m", 0x1p20},  {"mib", 0x1p20}, {"mi", 0x1p20}, {"mb", 1e6},     {"g", 0x1p30},  {"gib", 0x1p30},
-        {"gi", 0x1p30}, {"gb", 1e9},     {"t", 0x1p40},  {"tib", 0x1p40}, {"ti", 0x1p40}, {"tb", 1e12},
+        {"", 1},
+        {"b", 1},
+        {"k", Ki},
+        {"ki", Ki},
+        {"kib", Ki},
+        {"kb", K},
+        {"m", Ki * Ki},
+        {"mi", Ki * Ki},
+        {"mib", Ki * Ki},
+        {"mb", K * K},
+        {"g", Ki * Ki * Ki},
+        {"gi", Ki * Ki * Ki},
+        {"gib", Ki * Ki * Ki},
+        {"gb", K * K * K},
+        {"t", Ki * Ki * Ki * Ki},
+        {"ti", Ki * Ki * Ki * Ki},
+        {"tib", Ki * Ki * Ki * Ki},
+        {"tb", K * K * K * K},
+        {"p", Ki * Ki * Ki * Ki * Ki},
+        {"pi", Ki * Ki * Ki * Ki * Ki},
+        {"pib", Ki * Ki * Ki * Ki * Ki},
+        {"pb", K * K * K * K * K},
+        {"e", Ki * Ki * Ki * Ki * Ki * Ki},
+        {"ei", Ki * Ki * Ki * Ki * Ki * Ki},
+        {"eib", Ki * Ki * Ki * Ki * Ki * Ki},
+        {"eb", K * K * K * K * K * K},
     };
-    const UnitScale* found = nullptr;
-    for (const auto& s : scales) {
-        if (s.name == unit) found = &s;
+    const auto found =
+        std::find_if(std::begin(scales), std::end(scales), [&](const UnitScale& s) { return s.name == unit; });
+    if (found == std::end(scales)) return fail(fmt::format("unknown unit {}", detail::quote_value(unit)));
+    const std::string too_large = fmt::format("more than {} bytes", std::numeric_limits<std::size_t>::max());
+    if (number.find('.') == std::string_view::npos) {
+        // Whole numbers are exact to the last byte, so that every count that is printed reads back as itself.
+        std::uint64_t count = 0;
+        const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count);
+        std::uint64_t bytes = 0;
+        if (ec != std::errc{} || end != number.data() + number.size() ||
+            __builtin_mul_overflow(count, found->scale, &bytes) || bytes > std::numeric_limits<std::size_t>::max()) {
+            return fail(too_large);
+        }
+        return static_cast<std::size_t>(bytes);
     }
-    if (found == nullptr) return fail(fmt::format("unknown unit '{}'", unit));
-    double value = std::strtod(number.c_str(), nullptr) * found->scale;
-    if (!std::isfinite(value) || value >= 0x1p63) return fail("too large");
-    return static_cast<std::size_t>(std::llround(value));
+    // A fraction is rounded to the nearest byte; long double holds every 64-bit count exactly on x86-64.
+    const long double value =
+        std::round(std::strtold(std::string(number).c_str(), nullptr) * static_cast<long double>(found->scale));
+    if (!std::isfinite(value) || value > static_cast<long double>(std::numeric_limits<std::size_t>::max())) {
+        return fail(too_large);
+    }
+    return static_cast<std::size_t>(value);
 }
 
 OutOfMemoryError::OutOfMemoryError(Device device, std::size_t requested_bytes, AllocatorStats stats, std::string detail)
@@ -177,10 +223,21 @@ void Allocator::release_cached_locked(std::size_t want_bytes) noexcept {
 void Allocator::release_all_cached() noexcept {
     std::unique_lock lock(mutex_);
     release_cached_locked(stats_.cached_bytes);
+    // A bucket only has to hold room for the blocks of its size that are still out. Once none is, it is dropped, so
+    // that the bookkeeping of every size ever used does not stay scattered over pages the system could take back.
+    for (auto it = live_blocks_.begin(); it != live_blocks_.end();) {
+        if (it->second == 0) {
+            cache_.erase(it->first);
+            it = live_blocks_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 void Allocator::empty_cache() {
     release_all_cached();
+    system_trim();
 }
 
 AllocatorStats Allocator::stats() const {
@@ -240,13 +297,30 @@ protected:
     }
     void system_free(void* ptr, std::size_t bytes) noexcept override {
         if (bytes < huge_block) {
+            discard_whole_pages(ptr, bytes);
             std::free(ptr);
         } else {
             (void)::munmap(ptr, bytes);  // the exact range mapped above
         }
     }
 
+    // Trims every malloc arena: free memory between blocks still in use goes back too, not only the top of the heap.
+    void system_trim() noexcept override { (void)::malloc_trim(0); }
+
 private:
+    // The C library keeps freed blocks for reuse, resident, and hands them out again for any size: left alone, the
+    // blocks the cap made us release pile up beyond the cap (1.5x it in bench runs) and outlive empty_cache(). The
+    // pages that lie wholly inside a block are discarded before the block goes back, so that what the C library
+    // keeps costs no memory until it is reused; only the partial pages at the ends and blocks under a page stay.
+    static void discard_whole_pages(void* ptr, std::size_t bytes) noexcept {
+        static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const auto start = reinterpret_cast<std::uintptr_t>(ptr);
+        const std::uintptr_t first = (start + page - 1) / page * page;
+        const std::uintptr_t last = (start + bytes) / page * page;
+        // MADV_DONTNEED, not MADV_FREE: the pages leave the resident set now, not when the kernel runs short.
+        if (last > first) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    }
+
     static constexpr std::size_t huge_block = huge_page_bytes;
 };
 

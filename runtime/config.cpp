@@ -9,6 +9,7 @@
 #include <lockstep/errors.hpp>
 
 #include <fmt/core.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -67,7 +69,7 @@ struct Kind {
 
 [[noreturn]] void reject(const std::string& source, std::string_view text, std::string_view what,
                          std::string_view accepted) {
-    throw ConfigError(source, fmt::format("'{}' is not {}; accepted: {}", text, what, accepted));
+    throw ConfigError(source, fmt::format("{} is not {}; accepted: {}", detail::quote_value(text), what, accepted));
 }
 
 template <class T>
@@ -76,7 +78,8 @@ T parse(const Kind<T>& kind, std::string_view text, const std::string& source) {
     if (!kind.read(trim(text), value)) reject(source, text, kind.what, kind.accepted);
     if (kind.refuse != nullptr) {
         if (auto why = kind.refuse(value)) {
-            throw ConfigError(source, fmt::format("'{}' {}; accepted: {}", text, *why, kind.accepted));
+            throw ConfigError(source,
+                              fmt::format("{} {}; accepted: {}", detail::quote_value(text), *why, kind.accepted));
         }
     }
     return value;
@@ -185,8 +188,13 @@ bool read_bytes(std::string_view text, std::size_t& bytes) {
     }
 }
 
+// The human form where it reads back as the same count, else the exact count: describe() and the messages print
+// sizes that a user copies into a variable or a file, so every one of them must parse as what was printed.
 std::string show_bytes(const std::size_t& bytes) {
-    return format_bytes(bytes);
+    std::string human = format_bytes(bytes);
+    std::size_t read_back = 0;
+    if (read_bytes(human, read_back) && read_back == bytes) return human;
+    return fmt::format("{} B", bytes);
 }
 
 bool read_memory_limit(std::string_view text, std::optional<std::size_t>& cap) {
@@ -207,7 +215,7 @@ std::optional<std::string> refuse_memory_limit(const std::optional<std::size_t>&
 }
 
 std::string show_memory_limit(const std::optional<std::size_t>& cap) {
-    return cap ? format_bytes(*cap) : std::string("none");
+    return cap ? show_bytes(*cap) : std::string("none");
 }
 
 constexpr Kind<std::optional<std::size_t>> memory_limit_kind{
@@ -355,8 +363,9 @@ constexpr Setting setting(std::string_view key, const char* variable) {
             const Value value(*given);
             if (kind.refuse != nullptr) {
                 if (auto why = kind.refuse(value)) {
-                    throw ConfigError(api_source, fmt::format("{} '{}' {}; accepted: {}", name, kind.show(value), *why,
-                                                              kind.accepted));
+                    throw ConfigError(api_source,
+                                      fmt::format("{} {} {}; accepted: {}", name, detail::quote_value(kind.show(value)),
+                                                  *why, kind.accepted));
                 }
             }
             config.*field = value;
@@ -445,6 +454,11 @@ std::optional<std::string_view> likely_key(std::string_view unknown) {
     std::optional<std::string_view> best;
     std::size_t best_distance = 3;
     auto consider = [&](std::string_view known) {
+        // The distance is at least the difference in length: a long key is never near, and is not compared, so that
+        // a megabyte-long key costs no more than a short one.
+        const std::size_t gap =
+            unknown.size() > known.size() ? unknown.size() - known.size() : known.size() - unknown.size();
+        if (gap >= best_distance) return;
         const std::size_t d = edit_distance(unknown, known);
         if (d < best_distance && d < unknown.size()) {
             best_distance = d;
@@ -480,18 +494,102 @@ std::string_view kind_name(const YAML::Node& node) {
     return "undefined node";
 }
 
-std::vector<YAML::Node> parse_yaml(const std::string& path) {
+// Config files hold a few dozen lines. yaml-cpp needs some 60 bytes of memory per byte of a file of short keys, so a
+// stray large file, or a device such as /dev/zero, would take the machine's memory before it failed.
+constexpr std::size_t largest_config_file = std::size_t{1} << 20;
+
+std::string read_config_text(const std::string& path) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) throw ConfigError(path, "the config file does not exist");
     if (std::filesystem::is_directory(status)) throw ConfigError(path, "is a directory, not a YAML config file");
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
         throw ConfigError(path, fmt::format("cannot open the config file: {}",
                                             std::error_code(errno, std::generic_category()).message()));
     }
+    std::string text;
+    std::array<char, 64 * 1024> buffer{};
+    while (in.read(buffer.data(), buffer.size()) || in.gcount() > 0) {
+        text.append(buffer.data(), static_cast<std::size_t>(in.gcount()));
+        if (text.size() > largest_config_file) {
+            throw ConfigError(path, fmt::format("the config file is larger than {}, the most a config file may hold",
+                                                format_bytes(largest_config_file)));
+        }
+    }
+    if (in.bad()) throw ConfigError(path, "cannot read the config file");
+    return text;
+}
+
+// Walks a YAML stream's documents without building them: counts them, and notes where each starts and where the
+// second one's root is.
+class DocumentScan final : public YAML::EventHandler {
+public:
+    void OnDocumentStart(const YAML::Mark& mark) override {
+        ++documents;
+        start = mark;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+    void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+        node(mark);
+    }
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {
+        node(mark);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+        node(mark);
+    }
+    void OnMapEnd() override {}
+
+    std::size_t documents = 0;
+    YAML::Mark start = YAML::Mark::null_mark();  // of the latest document
+    std::optional<YAML::Mark> second_root;
+
+private:
+    void node(const YAML::Mark& mark) {
+        if (documents == 2 && !second_root) second_root = mark;
+    }
+};
+
+bool same_place(const YAML::Mark& a, const YAML::Mark& b) {
+    return a.pos == b.pos && a.line == b.line && a.column == b.column;
+}
+
+// The one document of a config file; nullopt when the file holds none.
+//
+// yaml-cpp 0.7's YAML::LoadAll never returns, allocating without end, on a file as short as ",\n" (upstream issue
+// #1040, fixed in 0.8 by jbeder/yaml-cpp#1318 and #1319): a token that cannot start a value, at the top level, is
+// left unread, so every further document is an empty one at the same place. The stream is therefore walked here
+// document by document with a handler that builds nothing; a document that starts where the one before it started has
+// read nothing, and the file is malformed there. Each other document reads at least one token, so the walk ends. Only
+// then is the first document built, by YAML::Load, which parses one document and stops.
+std::optional<YAML::Node> parse_yaml(const std::string& path, const std::string& text) {
     try {
-        return YAML::LoadAll(in);
+        std::istringstream stream(text);
+        YAML::Parser parser(stream);
+        DocumentScan scan;
+        std::optional<YAML::Mark> previous_start;
+        while (parser.HandleNextDocument(scan)) {
+            if (previous_start && same_place(*previous_start, scan.start)) {
+                const auto at = static_cast<std::size_t>(scan.start.pos);
+                const std::string token = at < text.size() ? std::string(1, text[at]) : std::string();
+                throw ConfigError(position(path, scan.start),
+                                  fmt::format("malformed YAML: unexpected {} where a value or a key should start",
+                                              detail::quote_value(token)));
+            }
+            previous_start = scan.start;
+        }
+        if (scan.documents > 1) {
+            throw ConfigError(
+                position(path, scan.second_root.value_or(scan.start)),
+                fmt::format("the file holds {} YAML documents; a config file holds exactly one", scan.documents));
+        }
+        if (scan.documents == 0) return std::nullopt;
+        return YAML::Load(text);
     } catch (const YAML::Exception& error) {
         throw ConfigError(position(path, error.mark), fmt::format("malformed YAML: {}", error.msg));
     }
@@ -512,24 +610,19 @@ void check_schema_version(const std::string& path, const YAML::Node& root) {
                    fmt::format("a positive integer; this lockstep reads version {}", schema_version));
         }
         if (version > schema_version) {
-            throw ConfigError(source, fmt::format("schema version '{}' is newer than this lockstep understands "
+            throw ConfigError(source, fmt::format("schema version {} is newer than this lockstep understands "
                                                   "(version {}); upgrade lockstep to read this file",
-                                                  text, schema_version));
+                                                  detail::quote_value(text), schema_version));
         }
         return;
     }
 }
 
 void apply_file(const std::string& path, Config& into) {
-    const std::vector<YAML::Node> documents = parse_yaml(path);
+    const std::optional<YAML::Node> document = parse_yaml(path, read_config_text(path));
     into.config_file = path;
-    if (documents.size() > 1) {
-        throw ConfigError(
-            position(path, documents[1].Mark()),
-            fmt::format("the file holds {} YAML documents; a config file holds exactly one", documents.size()));
-    }
-    if (documents.empty() || documents.front().IsNull()) return;  // empty or only comments: nothing set
-    const YAML::Node& root = documents.front();
+    if (!document || document->IsNull()) return;  // empty or only comments: nothing set
+    const YAML::Node& root = *document;
     if (!root.IsMap()) {
         throw ConfigError(position(path, root.Mark()),
                           fmt::format("the top level is a {}; a config file is a mapping of keys, e.g. 'timeout: 30'",
@@ -550,12 +643,13 @@ void apply_file(const std::string& path, Config& into) {
         // yaml-cpp keeps both entries of a repeated key; which one was meant is anybody's guess.
         if (const auto [it, inserted] = first_line.emplace(name, line); !inserted) {
             throw ConfigError(position(path, key.Mark()),
-                              fmt::format("key '{}' appears twice (first on line {}); keep one", name, it->second));
+                              fmt::format("key {} appears twice (first on line {}); keep one",
+                                          detail::quote_value(name), it->second));
         }
         if (name == schema_key || is_unused_accelerate_key(name)) continue;
         const Setting* setting = find_setting(name);
         if (setting == nullptr) {
-            std::string warning = fmt::format("{}:{}: unknown key '{}' (ignored)", path, line, name);
+            std::string warning = fmt::format("{}:{}: unknown key {} (ignored)", path, line, detail::quote_value(name));
             if (auto guess = likely_key(name)) warning += fmt::format("; did you mean '{}'?", *guess);
             into.warnings.push_back(std::move(warning));
             continue;
@@ -594,9 +688,9 @@ VariableSet launcher_variables(const EnvironmentLookup& env) {
         if (name.empty()) continue;
         if (!env(name)) {
             throw ConfigError(variable_source(env_names::launcher_flags, {}),
-                              fmt::format("'{}' names {}, which is not set in this process; the launcher's "
+                              fmt::format("{} names {}, which is not set in this process; the launcher's "
                                           "variables were not forwarded to this rank",
-                                          *list, name));
+                                          detail::quote_value(*list), detail::quote_value(name)));
         }
         names.insert(name);
     }
@@ -725,7 +819,8 @@ Config Config::resolve(const ConfigOverrides& overrides, const EnvironmentLookup
         if (std::filesystem::exists(*file.path, ec)) {
             apply_file(*file.path, config);
         } else if (file.explicitly_named) {
-            throw ConfigError(file.source, fmt::format("config file '{}' does not exist", *file.path));
+            throw ConfigError(file.source,
+                              fmt::format("config file {} does not exist", detail::quote_value(*file.path)));
         } else {
             config.sources["config_file"] = fmt::format("{}; no file at {}", file.source, *file.path);
         }
@@ -776,6 +871,33 @@ const Config& config() {
 }
 
 namespace detail {
+std::string quote_value(std::string_view text) {
+    constexpr std::size_t shown = 80;
+    std::size_t cut = text.size();
+    if (cut > shown) {
+        cut = shown;
+        // Back to the start of a UTF-8 character, so that the cut leaves no half character behind.
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    }
+    std::string out = "'";
+    for (const char c : text.substr(0, cut)) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (byte < 0x20 || byte == 0x7f) {
+            out += fmt::format("\\x{:02x}", byte);
+        } else {
+            out += c;
+        }
+    }
+    if (cut < text.size()) out += "...";
+    out += "'";
+    if (cut < text.size()) out += fmt::format(" ({} bytes)", text.size());
+    return out;
+}
+
 void install_config(Config config) {
     auto& installed = installed_configs();
     const std::lock_guard lock(installed.mutex);

@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include <stdlib.h>  // mkdtemp, setenv, unsetenv
+#include <signal.h>    // kill
+#include <stdlib.h>    // mkdtemp, setenv, unsetenv
+#include <sys/wait.h>  // waitpid
+#include <unistd.h>    // fork, _exit, sysconf
 
 namespace bdata = boost::unit_test::data;
 namespace fs = std::filesystem;
@@ -1054,3 +1059,244 @@ BOOST_AUTO_TEST_CASE(process_config_is_cached_then_replaced_by_the_installed_one
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------ hostile input
+
+namespace {
+
+// How a config file load ended in a child process that could not run away.
+enum class Outcome { ConfigError, NoError, OtherError, Runaway };
+
+std::ostream& operator<<(std::ostream& os, Outcome outcome) {
+    constexpr const char* names[] = {"ConfigError", "no error", "another error", "killed: ran away"};
+    return os << names[static_cast<int>(outcome)];
+}
+
+// Loads `path` in a child process, so that a parser that loops (and allocates) without end fails the test instead of
+// hanging it or taking the machine's memory: the child is killed once it passes 512 MiB resident or 30 seconds.
+// Both bounds are far from what a load needs (under a MiB and a millisecond), so neither decides a healthy run.
+Outcome load_in_child(const std::string& path) {
+    const pid_t child = ::fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) {
+        int code = 1;
+        try {
+            Config config;
+            Config::load_file(path, config);
+        } catch (const ConfigError&) {
+            code = 0;
+        } catch (...) {
+            code = 2;
+        }
+        ::_exit(code);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const std::string statm = "/proc/" + std::to_string(child) + "/statm";
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    for (;;) {
+        int status = 0;
+        if (::waitpid(child, &status, WNOHANG) == child) {
+            if (!WIFEXITED(status)) return Outcome::Runaway;
+            switch (WEXITSTATUS(status)) {
+                case 0:
+                    return Outcome::ConfigError;
+                case 1:
+                    return Outcome::NoError;
+                default:
+                    return Outcome::OtherError;
+            }
+        }
+        std::size_t size_pages = 0, resident_pages = 0;
+        std::ifstream(statm) >> size_pages >> resident_pages;
+        if (resident_pages * page > (std::size_t{512} << 20) || std::chrono::steady_clock::now() > deadline) {
+            ::kill(child, SIGKILL);
+            ::waitpid(child, &status, 0);
+            return Outcome::Runaway;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
+struct Runaway {
+    std::string content;
+    int line;
+    int column;
+};
+
+std::ostream& operator<<(std::ostream& os, const Runaway& r) {
+    std::string shown;
+    for (char c : r.content) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
+    return os << "'" << shown << "'";
+}
+
+// A ',' where the top level of a document should start: yaml-cpp 0.7's LoadAll loops on it, allocating without end.
+const std::vector<Runaway> runaway_files = {
+    {",\n", 1, 1},
+    {",", 1, 1},
+    {"\n,", 2, 1},
+    {",,,,\n", 1, 1},
+    {"&anchor ,\n", 1, 9},
+    {"!tag ,\n", 1, 6},
+    {"{a: 1},\n", 1, 7},
+    {"- a\n,\n", 2, 1},
+    {"timeout: 30\n...\n,\n", 3, 1},
+    {"---\n,\n", 2, 1},
+    {"%YAML 1.2\n---\n,\n", 3, 1},
+    {"timeout: 30\n---\n,\n", 3, 1},
+};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(top_level_comma_is_malformed_not_an_endless_loop, bdata::make(runaway_files), file) {
+    const TempDir dir;
+    const std::string path = dir.write("config.yaml", file.content);
+    BOOST_REQUIRE_EQUAL(load_in_child(path), Outcome::ConfigError);
+    const ConfigError error = resolve_error({{env_names::config_file, path}});
+    BOOST_TEST(error.source() == fmt::format("{}:{}:{}", path, file.line, file.column));
+    BOOST_TEST(contains(error.what(), "malformed YAML: unexpected ','"), error.what());
+}
+
+BOOST_AUTO_TEST_CASE(endless_or_oversized_files_are_refused_before_they_are_parsed) {
+    const TempDir dir;
+    // 2 MiB of comments: valid YAML, but past the 1 MiB that a config file may hold.
+    std::string lines;
+    while (lines.size() <= (std::size_t{2} << 20)) lines += "# a comment line\n";
+    const std::string big = dir.write("big.yaml", lines);
+    for (const std::string& path : {big, std::string("/dev/zero")}) {
+        BOOST_TEST_CONTEXT(path) {
+            BOOST_REQUIRE_EQUAL(load_in_child(path), Outcome::ConfigError);
+        }
+    }
+    const std::string comments = dir.write("comments.yaml", std::string(std::size_t{2} << 20, '#'));
+    const ConfigError error = resolve_error({{env_names::config_file, comments}});
+    BOOST_TEST(error.source() == comments);
+    BOOST_TEST(contains(error.what(), "larger than 1.00 MiB"), error.what());
+    // /dev/null is an empty file: no settings, no error.
+    BOOST_TEST(resolve({{env_names::config_file, "/dev/null"}}).config_file.value_or("") == "/dev/null");
+}
+
+BOOST_AUTO_TEST_CASE(long_values_are_cut_in_messages_with_their_length) {
+    const std::string huge(50'000'000, '7');
+    const std::string cut_note = "...' (50000000 bytes)";
+    {
+        const ConfigError error = resolve_error({{env_names::seed, huge + "x"}});
+        BOOST_TEST(std::string(error.what()).size() < 1000u);
+        BOOST_TEST(contains(error.what(), "'" + huge.substr(0, 80) + "...' (50000001 bytes)"), error.what());
+    }
+    {
+        ConfigOverrides overrides;
+        overrides.watchdog_host = huge;
+        const ConfigError error = resolve_error({}, overrides);
+        BOOST_TEST(std::string(error.what()).size() < 1000u);
+        BOOST_TEST(contains(error.what(), cut_note), error.what());
+    }
+    {
+        const ConfigError error = resolve_error({{env_names::launcher_flags, huge}});
+        BOOST_TEST(std::string(error.what()).size() < 1000u);
+    }
+    const TempDir dir;
+    {
+        const std::string path = dir.write("value.yaml", "log_level: " + std::string(100'000, 'x') + "\n");
+        const ConfigError error = resolve_error({{env_names::config_file, path}});
+        BOOST_TEST(std::string(error.what()).size() < 1000u);
+        BOOST_TEST(contains(error.what(), "...' (100000 bytes)"), error.what());
+    }
+    {
+        // An unknown key a megabyte long (an explicit key, as a plain one may not pass 1024 characters): a short
+        // warning, and no edit distance over the whole key.
+        const std::string path = dir.write("key.yaml", "? " + std::string(1'000'000, 'k') + "\n: 1\n");
+        const Config config = resolve({{env_names::config_file, path}});
+        BOOST_REQUIRE_EQUAL(config.warnings.size(), 1u);
+        BOOST_TEST(config.warnings[0].size() < 300u + path.size(), config.warnings[0].substr(0, 300));
+        BOOST_TEST(contains(config.warnings[0], "...' (1000000 bytes) (ignored)"), config.warnings[0].substr(0, 300));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(control_characters_in_values_are_escaped_in_messages) {
+    const ConfigError error = resolve_error({{env_names::log_level, "loud\x1b[31m\nERROR fake line\t\x7f"}});
+    const std::string what = error.what();
+    BOOST_TEST(contains(what, "'loud\\x1b[31m\\nERROR fake line\\t\\x7f'"), what);
+    BOOST_TEST(std::none_of(what.begin(), what.end(), [](char c) { return c == '\x1b' || c == '\n' || c == '\x7f'; }),
+               what);
+    // A cut never splits a UTF-8 character: 79 ASCII bytes, then 2-byte characters.
+    std::string accented(79, 'a');
+    for (int i = 0; i < 20; ++i) accented += "\xc3\xa9";
+    const ConfigError cut = resolve_error({{env_names::log_level, accented}});
+    BOOST_TEST(contains(cut.what(), "'" + std::string(79, 'a') + "...' (119 bytes)"), cut.what());
+}
+
+BOOST_AUTO_TEST_CASE(a_lone_point_is_not_a_size) {
+    // "." once read as 0 bytes, so it was refused as too small instead of as no number at all.
+    BOOST_TEST(contains(resolve_error({{env_names::staging_chunk_bytes, "."}}).what(), "'.' is not a chunk size"));
+    BOOST_TEST(contains(resolve_error({{env_names::cpu_memory_limit, "."}}).what(), "'.' is not a memory size"));
+    BOOST_TEST(contains(resolve_error({{env_names::cpu_memory_limit, "KiB"}}).what(), "'KiB' is not a memory size"));
+}
+
+namespace {
+// The value describe() prints for `key`: the text between "key: " and the column of sources.
+std::string described_value(const Config& config, const std::string& key) {
+    const std::string text = config.describe();
+    const std::size_t start = text.find("\n" + key + ": ") + key.size() + 3;
+    const std::size_t end = text.find("    (", start);
+    BOOST_REQUIRE(start > key.size() + 3 && end != std::string::npos);
+    std::string value = text.substr(start, end - start);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    return value;
+}
+
+std::vector<std::size_t> sizes_to_round_trip() {
+    std::vector<std::size_t> sizes;
+    for (int bit = 0; bit < 64; ++bit) {
+        const std::size_t power = std::size_t{1} << bit;
+        sizes.insert(sizes.end(), {power, power - 1, power + 1, power / 2 * 3, power + power / 100});
+    }
+    std::size_t decimal = 1;
+    for (int digits = 0; digits < 20; ++digits, decimal *= 10) sizes.insert(sizes.end(), {decimal, decimal * 15 / 10});
+    constexpr std::size_t PiB = std::size_t{1} << 50;
+    sizes.insert(sizes.end(), {PiB, PiB * 3 / 2, 1023 * PiB, 5 * 1024 * PiB, std::numeric_limits<std::size_t>::max(),
+                               std::numeric_limits<std::size_t>::max() - 1, std::size_t{9007199254740993}});
+    std::uint64_t state = 0x243f6a8885a308d3u;  // xorshift64: the same values on every run
+    for (int i = 0; i < 500; ++i) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        sizes.push_back(state >> (i % 64));
+    }
+    return sizes;
+}
+}  // namespace
+
+// describe() and the messages print sizes that users copy into a variable or a file: each must read back as itself.
+BOOST_AUTO_TEST_CASE(printed_sizes_parse_back_to_the_same_bytes) {
+    for (const std::size_t bytes : sizes_to_round_trip()) {
+        BOOST_TEST_CONTEXT(bytes) {
+            if (bytes > 0) {
+                ConfigOverrides overrides;
+                overrides.cpu_memory_limit = bytes;
+                const std::string shown = described_value(resolve({}, overrides), "cpu_memory_limit");
+                BOOST_TEST_CONTEXT(shown) {
+                    const Config again = resolve({{env_names::cpu_memory_limit, shown}});
+                    BOOST_TEST(again.cpu_memory_limit.value_or(0) == bytes);
+                }
+            }
+            if (bytes >= 4096) {
+                ConfigOverrides overrides;
+                overrides.staging_chunk_bytes = bytes;
+                const std::string shown = described_value(resolve({}, overrides), "staging_chunk_bytes");
+                BOOST_TEST_CONTEXT(shown) {
+                    BOOST_TEST(resolve({{env_names::staging_chunk_bytes, shown}}).staging_chunk_bytes == bytes);
+                }
+            }
+        }
+    }
+    // The sizes people write keep their short form.
+    ConfigOverrides overrides;
+    overrides.cpu_memory_limit = std::size_t{1} << 50;
+    BOOST_TEST(described_value(resolve({}, overrides), "cpu_memory_limit") == "1.00 PiB");
+    overrides.cpu_memory_limit = 1025;
+    BOOST_TEST(described_value(resolve({}, overrides), "cpu_memory_limit") == "1025 B");
+    // A refused size is shown in the same exact form.
+    overrides = {};
+    overrides.staging_chunk_bytes = 4095;
+    BOOST_TEST(contains(resolve_error({}, overrides).what(), "staging_chunk_bytes '4095 B' is smaller"));
+}

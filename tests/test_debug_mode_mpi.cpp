@@ -230,10 +230,129 @@ BOOST_AUTO_TEST_CASE(the_exception_carries_json_and_the_call_site_and_the_job_go
         BOOST_TEST(doc["ranks"].size() == static_cast<std::size_t>(N()));
         BOOST_TEST(doc["ranks"][0]["file"] == "test_debug_mode_mpi.cpp");
         BOOST_TEST(doc["ranks"][0]["tag"] == "grad-sync");
+        BOOST_TEST(doc["ranks"][0]["step"].is_null());  // no step was set
         BOOST_TEST(contains(e->what(), "test_debug_mode_mpi.cpp:"));
         BOOST_TEST(contains(e->what(), "Tag: 'grad-sync'"));
     }
     // Everybody threw before the payload: the next collective works on every rank.
     BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
+
+namespace {
+// Runs fn and returns the rejection's message; fails the test if fn does not throw CallRejectedError.
+std::string rejected(const std::function<void()>& fn, bool* out_of_memory = nullptr) {
+    try {
+        fn();
+    } catch (const CallRejectedError& e) {
+        if (out_of_memory != nullptr) *out_of_memory = e.out_of_memory();
+        BOOST_TEST(e.failures().size() == 1u);
+        return e.what();
+    }
+    BOOST_ERROR("no CallRejectedError on rank " << R());
+    return {};
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_local_error_on_one_rank_is_the_same_error_on_every_rank) {
+    comm().set_debug(true);
+    const int last = N() - 1;
+    const bool odd_one = R() == last;
+    const int n = N();
+    const Tensor row = Tensor::ones({2, 3});
+    // One rank's output tensor has the wrong shape.
+    Tensor gathered = Tensor::zeros(odd_one ? Shape{n * 2 + 1, 3} : Shape{n * 2, 3});
+    std::string msg = rejected([&] { comm().allgather_into(row, gathered); });
+    BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": ShapeError: allgather_into: the output must be"),
+               msg);
+    BOOST_TEST(contains(msg, "no data was exchanged"));
+    BOOST_TEST(same_on_every_rank(msg));
+    Tensor part = Tensor::zeros(odd_one ? Shape{3, 3} : Shape{2, 3});
+    msg = rejected([&] { comm().reduce_scatter_into(Tensor::ones({n * 2, 3}), part); });
+    BOOST_TEST(contains(msg, "ShapeError: reduce_scatter_into"));
+    BOOST_TEST(same_on_every_rank(msg));
+    // An undefined tensor.
+    Tensor undefined;
+    Tensor defined = Tensor::ones({4});
+    msg = rejected([&] { comm().allreduce_(odd_one ? undefined : defined); });
+    BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": "), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    // A 0-d tensor to gather_uneven, a dimension out of range to pad_across_processes.
+    msg = rejected([&] { (void)comm().gather_uneven(odd_one ? Tensor::ones({}) : Tensor::ones({2, 2})); });
+    BOOST_TEST(contains(msg, "has no first dimension"));
+    BOOST_TEST(same_on_every_rank(msg));
+    msg = rejected([&] { (void)comm().pad_across_processes(Tensor::ones({2, 2}), odd_one ? 5 : 1); });
+    BOOST_TEST(contains(msg, "InvalidArgumentError: pad_across_processes: dimension 5 is out of range"));
+    BOOST_TEST(same_on_every_rank(msg));
+    // Everybody threw before the payload: the ranks are still in step.
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(n));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(running_out_of_memory_on_one_rank_rejects_the_call_on_every_rank) {
+    comm().set_debug(true);
+    const int last = N() - 1;
+    const Tensor big = Tensor::ones({1 << 20});  // 4 MiB: its result cannot be allocated under a 1 MiB cap
+    Allocator& host = allocator_for(Device::cpu());
+    const auto previous = host.stats().limit_bytes;
+    host.empty_cache();
+    if (R() == last) host.set_limit(host.stats().allocated_bytes + (std::size_t{1} << 20));
+    bool out_of_memory = false;
+    const std::string msg = rejected([&] { (void)comm().allreduce(big); }, &out_of_memory);
+    host.set_limit(previous);
+    BOOST_TEST(out_of_memory);
+    BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": OutOfMemoryError"), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_skipped_loop_step_is_caught_at_the_next_call_with_steps_set) {
+    comm().set_debug(true);
+    Communicator sub = comm().dup();
+    Tensor x = Tensor::ones({3});
+    // Rank 0 skips step 2 of the loop: its call numbers still pair with the others' (each rank counts its own calls),
+    // but the step it set does not.
+    std::string msg;
+    try {
+        for (std::uint64_t step = 1; step <= 4; ++step) {
+            sub.set_step(step);
+            if (R() == 0 && step == 2) continue;
+            sub.allreduce_(x);
+        }
+        BOOST_ERROR("the skipped step went unnoticed");
+    } catch (const SignatureMismatchError& e) {
+        msg = e.what();
+        const auto doc = nlohmann::json::parse(e.to_json());
+        BOOST_TEST(doc["ranks"][0]["step"] == 3);
+        BOOST_TEST(doc["ranks"][1]["step"] == 2);
+    }
+    BOOST_TEST(contains(msg, "step mismatches"), msg);
+    BOOST_TEST(contains(msg, "Process 0: step 3"), msg);
+    BOOST_TEST(contains(msg, ": step 2"), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    // The same loop without steps set pairs the wrong calls silently: what set_step is for.
+    sub.set_step(0);
+    BOOST_TEST(sub.allreduce(Tensor::ones({3})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(tags_are_compared_when_set) {
+    comm().set_debug(true);
+    const std::string msg = mismatch([&] { comm().barrier({R() == 0 ? "epoch-1" : "epoch-2"}); });
+    BOOST_TEST(contains(msg, "tag mismatches"), msg);
+    BOOST_TEST(contains(msg, "Process 0: 'epoch-1'"));
+    BOOST_TEST(same_on_every_rank(msg));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_sub_communicator_report_names_world_ranks) {
+    if (N() < 3) return;  // needs a sub-communicator whose ranks are not the world's
+    comm().set_debug(true);
+    Communicator odd = comm().split(R() == 0 ? 0 : 1, R());
+    if (R() != 0) {
+        const std::string msg = mismatch([&] { (void)odd.allreduce(Tensor::ones({odd.rank() + 1})); });
+        BOOST_TEST(contains(msg, "World ranks of this communicator's processes: 0=1, 1=2"), msg);
+    }
     comm().set_debug(false);
 }

@@ -16,10 +16,14 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bp = boost::process;
 
@@ -34,11 +38,29 @@ std::string launch(int ranks, const std::map<std::string, std::string>& variable
     const std::string mpirun = suite.argv[2];
     const std::string out_path = (dir / "stdout.txt").string();
     const std::string err_path = (dir / "stderr.txt").string();
-    bp::environment environment = boost::this_process::environment();
-    for (const auto& [name, value] : variables) environment[name] = value;
+    // The variables go into this process's own environment, which the child inherits, for as long as the launch
+    // takes. Not through bp::environment: its lookup in Boost 1.74 reads past the end of a shorter variable
+    // (AddressSanitizer: heap-buffer-overflow in basic_environment_impl::find).
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    for (const auto& [name, value] : variables) {
+        const char* old = std::getenv(name.c_str());
+        saved.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+        ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    struct Restore {
+        const decltype(saved)& variables;
+        ~Restore() {
+            for (const auto& [name, old] : variables) {
+                if (old)
+                    ::setenv(name.c_str(), old->c_str(), 1);
+                else
+                    ::unsetenv(name.c_str());
+            }
+        }
+    } restore{saved};
     // mpirun's own --timeout ends a hung job cleanly; the wait below is the backstop for mpirun itself.
     bp::child child(mpirun, "-n", std::to_string(ranks), "--oversubscribe", "--timeout", "60", job,
-                    bp::std_out > out_path, bp::std_err > err_path, bp::std_in < bp::null, environment);
+                    bp::std_out > out_path, bp::std_err > err_path, bp::std_in < bp::null);
     if (!child.wait_for(std::chrono::seconds(90))) {
         ::kill(child.id(), SIGTERM);
         if (!child.wait_for(std::chrono::seconds(10))) child.terminate();

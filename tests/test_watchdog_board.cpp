@@ -100,3 +100,24 @@ BOOST_AUTO_TEST_CASE(a_reader_never_sees_a_torn_record) {
     BOOST_REQUIRE(final_snap->last);
     BOOST_TEST(final_snap->last->sequence == calls);
 }
+
+BOOST_AUTO_TEST_CASE(boards_sharing_a_count_order_their_completions) {
+    // Calls on two communicators that end within one look of the watchdog thread: the shared count says which ended
+    // last, so a report names the right "last completed" call.
+    std::atomic<std::uint64_t> completions{0};
+    Board world(1, 1.0, &completions);
+    Board checks(2, 1.0, &completions);
+    checks.begin(record_for(1));
+    checks.end();
+    world.begin(record_for(1));
+    world.end();
+    world.begin(record_for(2));
+    world.end();
+    const auto w = world.read();
+    const auto c = checks.read();
+    BOOST_REQUIRE(w);
+    BOOST_REQUIRE(c);
+    BOOST_TEST(c->last_order == 1u);
+    BOOST_TEST(w->last_order == 3u);
+    BOOST_TEST(Board(3, 1.0).read()->last_order == 0u);  // without a shared count: no order
+}

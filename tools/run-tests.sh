@@ -1,12 +1,37 @@
 #!/usr/bin/env bash
-# The whole test suite: installs, builds, runs every meson test, and ends with "N passed, N failed, N skipped"
-# computed from meson's own results file. Exits non-zero when any test failed.
+# The whole test suite: installs, builds, runs every meson test, then the sanitizer builds (tests/sanitizers/run.sh:
+# ASan+UBSan+LSan in build-asan, TSan in build-tsan), and ends with "N passed, N failed, N skipped" over all of them,
+# computed from meson's own results files. Exits non-zero when any test failed.
+# Arguments go to the plain build's `meson test`. LOCKSTEP_SANITIZERS chooses the sanitizer builds: all by default
+# (and in CI), 0 for none, or a comma-separated list (asan,tsan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
 bash tools/build.sh
 builddir=${LOCKSTEP_BUILD_DIR:-build}
+echo "run-tests: plain build ready after $((SECONDS - started)) s"
 rm -f "$builddir/meson-logs/testlog.json"
 status=0
+phase=$SECONDS
 meson test -C "$builddir" --print-errorlogs "$@" || status=$?
-python3 tools/test-summary.py "$builddir/meson-logs/testlog.json" || status=$?
+echo "run-tests: plain tests took $((SECONDS - phase)) s"
+logs=("$builddir/meson-logs/testlog.json")
+
+sanitizers=${LOCKSTEP_SANITIZERS:-asan,tsan}
+case "$sanitizers" in
+  0 | no | false | off | none) sanitizers="" ;;
+  1 | yes | true | on | all) sanitizers=asan,tsan ;;
+esac
+for sanitizer in ${sanitizers//,/ }; do
+  phase=$SECONDS
+  bash tests/sanitizers/run.sh "$sanitizer" || status=$?
+  echo "run-tests: $sanitizer build and tests took $((SECONDS - phase)) s"
+  logs+=("$sanitizer=build-$sanitizer/meson-logs/testlog.json")
+done
+if [ -z "$sanitizers" ]; then
+  echo "run-tests: sanitizer builds skipped (LOCKSTEP_SANITIZERS=${LOCKSTEP_SANITIZERS:-})"
+fi
+
+echo "run-tests: $((SECONDS - started)) s in all"
+python3 tools/test-summary.py "${logs[@]}" || status=$?
 exit "$status"

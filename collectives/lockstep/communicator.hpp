@@ -54,6 +54,12 @@ public:
     [[nodiscard]] bool debug() const noexcept;
     [[nodiscard]] double timeout() const noexcept;
     void set_debug(bool on) noexcept;  // must be switched on every rank at the same point
+    // The step of the program's loop (epoch, iteration), carried by every later call's signature in debug mode: a
+    // process that skipped or repeated a step is caught at its next collective, where call numbers alone still pair
+    // up. One store per step, nothing per call; 0 (the default) means no step is set. Set it on every rank at the top
+    // of the loop body, before anything that may `continue`.
+    void set_step(std::uint64_t step) noexcept;
+    [[nodiscard]] std::uint64_t step() const noexcept;
     [[nodiscard]] CommunicatorStats stats() const noexcept;
 
     // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup.

@@ -39,6 +39,7 @@ struct CallSite {
     [[nodiscard]] const char* file() const noexcept { return where.file_name(); }
     [[nodiscard]] unsigned line() const noexcept { return where.line(); }
     [[nodiscard]] const char* function() const noexcept { return where.function_name(); }
+    [[nodiscard]] unsigned column() const noexcept { return where.column(); }
 };
 
 }  // namespace lockstep

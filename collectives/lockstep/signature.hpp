@@ -37,6 +37,13 @@ struct LOCKSTEP_API Signature {
     unsigned line = 0;
     std::string function;
     std::string tag;
+    // The step the program was at (Communicator::set_step), 0 when it set none: processes at different steps of a
+    // loop are caught at their first call, although their call numbers still pair up.
+    std::uint64_t step = 0;
+    // Set when this process could not start the call (an invalid argument, no memory for the result): the error's
+    // type name and message.
+    std::string failure_type;
+    std::string failure;
 
     [[nodiscard]] std::string shape_text() const;  // "[1, 5]", or "[4, 8, ... (12 dims)]" when folded
     [[nodiscard]] std::string call_site() const;   // "train.cpp:42"
@@ -54,6 +61,26 @@ public:
 
 private:
     std::vector<Signature> signatures_;
+};
+
+// A collective that some process could not start: an invalid argument or tensor, or no memory for its result. In
+// debug mode every rank throws this same error before any payload moves, naming each failing process, the type of its
+// error and its message; without debug mode the failing process throws its own error alone (and the others wait until
+// the watchdog reports them).
+class LOCKSTEP_API CallRejectedError : public DistributedOperationError {
+public:
+    struct Failure {
+        int rank = 0;      // in the communicator
+        std::string type;  // "OutOfMemoryError", "ShapeError", ...
+        std::string message;
+    };
+    CallRejectedError(std::string message, std::vector<Failure> failures);
+    [[nodiscard]] const std::vector<Failure>& failures() const noexcept { return failures_; }
+    // Whether some process ran out of memory (a batch-size search can then retry smaller on every rank).
+    [[nodiscard]] bool out_of_memory() const noexcept;
+
+private:
+    std::vector<Failure> failures_;
 };
 
 // Hash of a shape, optionally leaving out one dimension (FNV-1a over the dimensions and the rank).

@@ -16,25 +16,32 @@ void allgather_payload(auto& impl, const Tensor& t, Tensor& out) {
 }  // namespace
 
 Tensor Communicator::allgather(const Tensor& t, CallSite site) {
-    t.check_defined("allgather");
-    Tensor out = Tensor::empty(detail::stacked_shape(t, impl_->size), t.dtype(), t.device());
-    impl_->run({.op = OpKind::Allgather, .input = &t, .site = site}, [&] { allgather_payload(*impl_, t, out); });
+    Tensor out;
+    impl_->run(
+        {.op = OpKind::Allgather, .input = &t, .site = site},
+        [&] {
+            t.check_defined("allgather");
+            out = Tensor::empty(detail::stacked_shape(t, impl_->size), t.dtype(), t.device());
+        },
+        [&] { allgather_payload(*impl_, t, out); });
     return out;
 }
 
 Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site) {
-    t.check_defined("allgather_into");
-    out.check_defined("allgather_into");
-    impl_->run({.op = OpKind::Allgather, .input = &t, .output = &out, .site = site}, [&] {
-        if (!detail::has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
-            out.device() != t.device()) {
-            throw ShapeError(
-                fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
-                            dtype_name(t.dtype()), shape_str(detail::stacked_shape(t, impl_->size)), t.device().str(),
-                            t.str(), impl_->size, out.str()));
-        }
-        allgather_payload(*impl_, t, out);
-    });
+    impl_->run(
+        {.op = OpKind::Allgather, .input = &t, .output = &out, .site = site},
+        [&] {
+            t.check_defined("allgather_into");
+            out.check_defined("allgather_into");
+            if (!detail::has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
+                out.device() != t.device()) {
+                throw ShapeError(
+                    fmt::format("allgather_into: the output must be {}{} {} for input {} on {} processes; got {}",
+                                dtype_name(t.dtype()), shape_str(detail::stacked_shape(t, impl_->size)),
+                                t.device().str(), t.str(), impl_->size, out.str()));
+            }
+        },
+        [&] { allgather_payload(*impl_, t, out); });
     return out;
 }
 

@@ -6,36 +6,45 @@
 namespace lockstep {
 
 Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
-    t.check_defined("allreduce");
-    impl_->run({.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site}, [&] {
-        detail::check_reducible(t, op, OpKind::Allreduce);
-        detail::widened_reduce_(t, op, impl_->size, [&](Tensor& work) {
-            detail::with_host_chunks(work, [&](void* p, std::int64_t count) {
+    detail::Widened work;
+    impl_->run(
+        {.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
+        [&] {
+            t.check_defined("allreduce");
+            detail::check_reducible(t, op, OpKind::Allreduce);
+            work = detail::widen(t);
+        },
+        [&] {
+            Tensor& target = work.of(t);
+            detail::with_host_chunks(target, [&](void* p, std::int64_t count) {
                 impl_->mpi(MPI_Allreduce(MPI_IN_PLACE, p, detail::checked_count(count, "allreduce"),
-                                         mpi_datatype(work.dtype()), detail::mpi_op(op, work.dtype()), impl_->comm),
+                                         mpi_datatype(target.dtype()), detail::mpi_op(op, target.dtype()), impl_->comm),
                            "MPI_Allreduce");
             });
+            detail::finish_reduce_(t, work, op, impl_->size);
         });
-    });
     return t;
 }
 
 Tensor Communicator::allreduce(const Tensor& t, ReduceOp op, CallSite site) {
-    t.check_defined("allreduce");
-    Tensor out;
-    impl_->run({.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site}, [&] {
-        detail::check_reducible(t, op, OpKind::Allreduce);
-        out = detail::widened_reduce(t, op, impl_->size, t.shape(), [&](const Tensor& in, Tensor& result) {
+    detail::WidenedResult r;
+    impl_->run(
+        {.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
+        [&] {
+            t.check_defined("allreduce");
+            detail::check_reducible(t, op, OpKind::Allreduce);
+            r = detail::widened_result(t, t.shape());
+        },
+        [&] {
+            const Tensor& in = r.input.of(t);
             const int n = detail::checked_count(in.numel(), "allreduce");
-            detail::with_host_buffers(in, result, [&](const void* src, void* dst) {
+            detail::with_host_buffers(in, r.result, [&](const void* src, void* dst) {
                 impl_->mpi(
                     MPI_Allreduce(src, dst, n, mpi_datatype(in.dtype()), detail::mpi_op(op, in.dtype()), impl_->comm),
                     "MPI_Allreduce");
             });
-            return true;
         });
-    });
-    return out;
+    return detail::finish_reduce(r, op, impl_->size);
 }
 
 }  // namespace lockstep

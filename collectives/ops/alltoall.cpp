@@ -6,17 +6,21 @@
 namespace lockstep {
 
 Tensor Communicator::alltoall(const Tensor& t, CallSite site) {
-    t.check_defined("alltoall");
     Tensor out;
-    impl_->run({.op = OpKind::Alltoall, .input = &t, .site = site}, [&] {
-        impl_->check_divisible(t, OpKind::Alltoall);
-        out = Tensor::empty(t.shape(), t.dtype(), t.device());
-        const int n = detail::checked_count(t.numel() / impl_->size, "alltoall");
-        const MPI_Datatype dt = mpi_datatype(t.dtype());
-        detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
-            impl_->mpi(MPI_Alltoall(src, n, dt, dst, n, dt, impl_->comm), "MPI_Alltoall");
+    impl_->run(
+        {.op = OpKind::Alltoall, .input = &t, .site = site},
+        [&] {
+            t.check_defined("alltoall");
+            impl_->check_divisible(t, OpKind::Alltoall);
+            out = Tensor::empty(t.shape(), t.dtype(), t.device());
+        },
+        [&] {
+            const int n = detail::checked_count(t.numel() / impl_->size, "alltoall");
+            const MPI_Datatype dt = mpi_datatype(t.dtype());
+            detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
+                impl_->mpi(MPI_Alltoall(src, n, dt, dst, n, dt, impl_->comm), "MPI_Alltoall");
+            });
         });
-    });
     return out;
 }
 

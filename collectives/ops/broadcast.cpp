@@ -14,17 +14,21 @@ void broadcast_chunks(auto& impl, Tensor& t, int root) {
 }  // namespace
 
 Tensor& Communicator::broadcast_(Tensor& t, int root, CallSite site) {
-    t.check_defined("broadcast");
-    impl_->run({.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
-               [&] { broadcast_chunks(*impl_, t, root); });
+    impl_->run(
+        {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site}, [&] { t.check_defined("broadcast"); },
+        [&] { broadcast_chunks(*impl_, t, root); });
     return t;
 }
 
 Tensor Communicator::broadcast(const Tensor& t, int root, CallSite site) {
-    t.check_defined("broadcast");
-    Tensor out = impl_->rank == root ? t.clone() : Tensor::empty(t.shape(), t.dtype(), t.device());
-    impl_->run({.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
-               [&] { broadcast_chunks(*impl_, out, root); });
+    Tensor out;
+    impl_->run(
+        {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
+        [&] {
+            t.check_defined("broadcast");
+            out = impl_->rank == root ? t.clone() : Tensor::empty(t.shape(), t.dtype(), t.device());
+        },
+        [&] { broadcast_chunks(*impl_, out, root); });
     return out;
 }
 

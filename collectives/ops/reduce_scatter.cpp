@@ -17,43 +17,45 @@ void reduce_scatter_payload(auto& impl, const Tensor& in, Tensor& out, ReduceOp 
 }  // namespace
 
 Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op, CallSite site) {
-    t.check_defined("reduce_scatter");
-    Tensor out;
-    impl_->run({.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op, .site = site}, [&] {
-        detail::check_reducible(t, op, OpKind::ReduceScatter);
-        impl_->check_divisible(t, OpKind::ReduceScatter);
-        out = detail::widened_reduce(t, op, impl_->size, detail::split_shape(t, impl_->size),
-                                     [&](const Tensor& in, Tensor& result) {
-                                         reduce_scatter_payload(*impl_, in, result, op);
-                                         return true;
-                                     });
-    });
-    return out;
+    detail::WidenedResult r;
+    impl_->run(
+        {.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op, .site = site},
+        [&] {
+            t.check_defined("reduce_scatter");
+            detail::check_reducible(t, op, OpKind::ReduceScatter);
+            impl_->check_divisible(t, OpKind::ReduceScatter);
+            r = detail::widened_result(t, detail::split_shape(t, impl_->size));
+        },
+        [&] { reduce_scatter_payload(*impl_, r.input.of(t), r.result, op); });
+    return detail::finish_reduce(r, op, impl_->size);
 }
 
 Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op, CallSite site) {
-    t.check_defined("reduce_scatter_into");
-    out.check_defined("reduce_scatter_into");
-    impl_->run({.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op, .site = site}, [&] {
-        detail::check_reducible(t, op, OpKind::ReduceScatter);
-        impl_->check_divisible(t, OpKind::ReduceScatter);
-        if (detail::is_half(t.dtype())) {
-            throw DTypeError(
-                fmt::format("reduce_scatter_into: {} accumulates in float32 through a temporary; use "
-                            "reduce_scatter for float16 and bfloat16",
-                            t.str()));
-        }
-        if (!detail::has_scaled_shape(out.shape(), t, 1, impl_->size) || out.dtype() != t.dtype() ||
-            out.device() != t.device()) {
-            throw ShapeError(
-                fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {} "
-                            "processes; got {}",
-                            dtype_name(t.dtype()), shape_str(detail::split_shape(t, impl_->size)), t.device().str(),
-                            t.str(), impl_->size, out.str()));
-        }
-        reduce_scatter_payload(*impl_, t, out, op);
-        if (op == ReduceOp::Mean) ops::scale_(out, 1.0 / impl_->size);
-    });
+    impl_->run(
+        {.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op, .site = site},
+        [&] {
+            t.check_defined("reduce_scatter_into");
+            out.check_defined("reduce_scatter_into");
+            detail::check_reducible(t, op, OpKind::ReduceScatter);
+            impl_->check_divisible(t, OpKind::ReduceScatter);
+            if (detail::is_half(t.dtype())) {
+                throw DTypeError(fmt::format(
+                    "reduce_scatter_into: {} accumulates in float32 through a temporary; use reduce_scatter "
+                    "for float16 and bfloat16",
+                    t.str()));
+            }
+            if (!detail::has_scaled_shape(out.shape(), t, 1, impl_->size) || out.dtype() != t.dtype() ||
+                out.device() != t.device()) {
+                throw ShapeError(
+                    fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {} processes; got {}",
+                                dtype_name(t.dtype()), shape_str(detail::split_shape(t, impl_->size)), t.device().str(),
+                                t.str(), impl_->size, out.str()));
+            }
+        },
+        [&] {
+            reduce_scatter_payload(*impl_, t, out, op);
+            if (op == ReduceOp::Mean) ops::scale_(out, 1.0 / impl_->size);
+        });
     return out;
 }
 

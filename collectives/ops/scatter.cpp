@@ -5,18 +5,22 @@
 namespace lockstep {
 
 Tensor Communicator::scatter(const Tensor& t, int root, CallSite site) {
-    t.check_defined("scatter");
     Tensor out;
-    impl_->run({.op = OpKind::Scatter, .input = &t, .root = root, .site = site}, [&] {
-        impl_->check_divisible(t, OpKind::Scatter);
-        out = Tensor::empty(detail::split_shape(t, impl_->size), t.dtype(), t.device());
-        const int n = detail::checked_count(out.numel(), "scatter");
-        const MPI_Datatype dt = mpi_datatype(t.dtype());
-        detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
-            impl_->mpi(MPI_Scatter(impl_->rank == root ? src : nullptr, n, dt, dst, n, dt, root, impl_->comm),
-                       "MPI_Scatter");
+    impl_->run(
+        {.op = OpKind::Scatter, .input = &t, .root = root, .site = site},
+        [&] {
+            t.check_defined("scatter");
+            impl_->check_divisible(t, OpKind::Scatter);
+            out = Tensor::empty(detail::split_shape(t, impl_->size), t.dtype(), t.device());
+        },
+        [&] {
+            const int n = detail::checked_count(out.numel(), "scatter");
+            const MPI_Datatype dt = mpi_datatype(t.dtype());
+            detail::with_host_buffers(t, out, [&](const void* src, void* dst) {
+                impl_->mpi(MPI_Scatter(impl_->rank == root ? src : nullptr, n, dt, dst, n, dt, root, impl_->comm),
+                           "MPI_Scatter");
+            });
         });
-    });
     return out;
 }
 

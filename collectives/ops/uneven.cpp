@@ -7,12 +7,14 @@
 namespace lockstep {
 
 Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
-    t.check_defined("gather_uneven");
-    if (t.dim() == 0) {
-        throw ShapeError(fmt::format("gather_uneven: {} has no first dimension to concatenate along", t.str()));
-    }
     Tensor out;
-    impl_->run({.op = OpKind::GatherUneven, .input = &t, .varying_dim = 0, .site = site}, [&] {
+    const auto prepare = [&] {
+        t.check_defined("gather_uneven");
+        if (t.dim() == 0) {
+            throw ShapeError(fmt::format("gather_uneven: {} has no first dimension to concatenate along", t.str()));
+        }
+    };
+    impl_->run({.op = OpKind::GatherUneven, .input = &t, .varying_dim = 0, .site = site}, prepare, [&] {
         const std::int64_t row =
             t.size(0) == 0 ? shape_numel(Shape(t.shape().begin() + 1, t.shape().end())) : t.numel() / t.size(0);
         std::int64_t mine = t.size(0);
@@ -40,19 +42,22 @@ Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
 
 Tensor Communicator::pad_across_processes(const Tensor& t, std::int64_t dim, double pad_value, bool pad_first,
                                           CallSite site) {
-    t.check_defined("pad_across_processes");
-    if (t.dim() == 0) {  // nothing to pad; still a collective call, so debug mode checks that every rank makes it
-        Tensor out;
-        impl_->run({.op = OpKind::PadAcrossProcesses, .input = &t, .site = site}, [&] { out = t.clone(); });
-        return out;
-    }
-    const std::int64_t d = dim < 0 ? dim + t.dim() : dim;
-    if (d < 0 || d >= t.dim()) {
-        throw InvalidArgumentError(
-            fmt::format("pad_across_processes: dimension {} is out of range for {}", dim, t.str()));
-    }
+    // A 0-d tensor has nothing to pad, but the call is still collective: debug mode checks that every rank makes it.
+    const std::int64_t d = t.dim() == 0 ? -1 : (dim < 0 ? dim + t.dim() : dim);
+    const auto prepare = [&] {
+        t.check_defined("pad_across_processes");
+        if (t.dim() != 0 && (d < 0 || d >= t.dim())) {
+            throw InvalidArgumentError(
+                fmt::format("pad_across_processes: dimension {} is out of range for {}", dim, t.str()));
+        }
+    };
     Tensor out;
-    impl_->run({.op = OpKind::PadAcrossProcesses, .input = &t, .varying_dim = static_cast<int>(d), .site = site}, [&] {
+    const int varying = d >= 0 && d < t.dim() ? static_cast<int>(d) : -1;
+    impl_->run({.op = OpKind::PadAcrossProcesses, .input = &t, .varying_dim = varying, .site = site}, prepare, [&] {
+        if (t.dim() == 0) {
+            out = t.clone();
+            return;
+        }
         std::int64_t mine = t.size(d), largest = 0;
         impl_->mpi(MPI_Allreduce(&mine, &largest, 1, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce");
         if (largest == mine) {

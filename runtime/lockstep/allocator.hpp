@@ -37,10 +37,12 @@ struct AllocatorStats {
     [[nodiscard]] std::size_t reserved_bytes() const { return allocated_bytes + cached_bytes; }
 };
 
-// Formats a byte count for people: "512 B", "1.50 KiB", "2.00 GiB".
+// Formats a byte count for people: "512 B", "1.50 KiB", "2.00 GiB", up to EiB, cut (not rounded) to two decimals;
+// parse_bytes reads every result back, to within its last decimal.
 [[nodiscard]] LOCKSTEP_API std::string format_bytes(std::size_t bytes);
-// Parses "512MiB", "2GiB", "1.5GB", "64k", "1048576" (binary units for K/M/G/T with or without "iB", decimal for
-// KB/MB/GB/TB, any case). Throws InvalidArgumentError for anything else.
+// Parses "512MiB", "2GiB", "1.5GB", "64k", "1048576" (binary units for K/M/G/T/P/E with or without "iB", decimal for
+// KB/MB/GB/TB/PB/EB, any case), up to the largest std::size_t; a whole number is exact, a fraction is rounded to the
+// nearest byte. Throws InvalidArgumentError for anything else.
 [[nodiscard]] LOCKSTEP_API std::size_t parse_bytes(std::string_view text);
 
 // An allocator ran out of memory. Carries the device, the request and the allocator's statistics at the time.
@@ -85,6 +87,9 @@ protected:
     // The system calls behind the cache. system_allocate returns nullptr when the system is out of memory.
     virtual void* system_allocate(std::size_t bytes) = 0;
     virtual void system_free(void* ptr, std::size_t bytes) noexcept = 0;
+    // Gives memory that the system allocator kept after system_free back to the operating system; empty_cache()
+    // calls it after releasing the cache.
+    virtual void system_trim() noexcept {}
     // Called by derived destructors: returns every cached block to the system.
     void release_all_cached() noexcept;
 

@@ -116,6 +116,11 @@ inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // com
 [[nodiscard]] LOCKSTEP_API const Config& config();
 
 namespace detail {
+// A value as messages show it: in single quotes, with control characters escaped (\n, \x1b) so that it cannot forge
+// lines or steer a terminal, and cut after its first 80 bytes with its length said, so that a huge value cannot
+// flood a log: 'xxxx...' (50000000 bytes).
+[[nodiscard]] std::string quote_value(std::string_view text);
+
 // Makes `config` the one that config() returns from now on; the Runtime calls it once it has resolved its own.
 // References returned by earlier calls of config() stay valid.
 void install_config(Config config);

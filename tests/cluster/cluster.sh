@@ -267,25 +267,45 @@ descendants() {
   done
 }
 
-stop_cluster() {
-  local dir=$1 pid rest all=()
-  [ -f "$dir/pids" ] || return 0
+# The processes of this cluster: the recorded ones, everything below them, and any process whose command line names
+# the cluster's directory (a session whose sshd parent ended first is adopted by init and leaves the tree).
+cluster_processes() {  # dir
+  local dir=$1 pid rest cmdline
   read_process_tree
   while read -r pid rest; do
     [ -n "$pid" ] || continue
-    all+=($(descendants "$pid") "$pid")
+    kill -0 "$pid" 2>/dev/null && echo "$pid"
+    descendants "$pid"
   done <"$dir/pids"
-  if [ "${#all[@]}" -gt 0 ]; then
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid=${cmdline#/proc/}
+    pid=${pid%/cmdline}
+    [ "$pid" = "$$" ] && continue
+    if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
+  done
+  return 0
+}
+
+# Ends every process of the cluster, by PID: TERM, up to 5 s, then KILL; rounds repeat while a scan finds new ones
+# (a session that started while the first round ran), at most 5 rounds.
+stop_cluster() {
+  local dir=$1 pid all round alive
+  [ -f "$dir/pids" ] || return 0
+  for round in 1 2 3 4 5; do
+    mapfile -t all < <(cluster_processes "$dir" | sort -u)
+    [ "${#all[@]}" -gt 0 ] || break
     kill -TERM "${all[@]}" 2>/dev/null || true
     for _ in $(seq 50); do
-      local alive=0
-      for pid in "${all[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      [ "$alive" -eq 0 ] && break
+      alive=0
+      for pid in "${all[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+      done
+      if [ "$alive" -eq 0 ]; then break; fi
       sleep 0.1
     done
     kill -KILL "${all[@]}" 2>/dev/null || true
     for pid in "${all[@]}"; do wait "$pid" 2>/dev/null || true; done
-  fi
+  done
   : >"$dir/pids"
   if [ -f "$dir/created_run_sshd" ]; then
     rmdir /run/sshd 2>/dev/null || true
@@ -308,10 +328,18 @@ case "${1:-}" in
     check_requirements
     dir=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cluster-XXXXXX")
     child=""
+    # The exit status is COMMAND's: a failure while tearing down is reported, and does not replace it (under
+    # `set -e` a failing command in an EXIT trap would become the script's status).
     cleanup() {
-      [ -n "$child" ] && kill -TERM "$child" 2>/dev/null || true
-      stop_cluster "$dir"
-      rm -rf "$dir"
+      set +e
+      if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
+      stop_cluster "$dir" || echo "cluster.sh: stopping the cluster failed (status $?)" >&2
+      local tries
+      for tries in 1 2 3; do
+        rm -rf "$dir" 2>/dev/null && break
+        sleep 0.5
+      done
+      if [ -e "$dir" ]; then echo "cluster.sh: could not remove $dir" >&2; fi
     }
     trap cleanup EXIT
     trap 'exit 143' TERM

@@ -2,6 +2,7 @@
 
 #include "../subcommand.hpp"
 #include "hostcheck.hpp"
+#include "mpi_launcher/display_text.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -95,18 +96,18 @@ int run(CommandLine& cl) {
         const hc::Report report = hc::run_hostcheck(o);
         progress.clear();
         if (cl.json) {
-            print_json(hc::to_json(report));
+            hc::write_json(std::cout, report);
         } else {
             hc::print_text(std::cout, report, hc::TextStyle{colour_wanted(cl.colour), cl.all_lines});
         }
         std::cout.flush();
         return report.exit_code();
     } catch (const hc::HostfileError& e) {
-        fmt::print(stderr, "lockstep hostcheck: {}\n", e.what());
+        fmt::print(stderr, "lockstep hostcheck: {}\n", ml::escape_control(e.what(), true));
         if (cl.json) print_json(hc::error_json("hostfile", e.what(), e.errors()));
         return 2;
     } catch (const hc::UsageError& e) {
-        fmt::print(stderr, "lockstep hostcheck: {}\n", e.what());
+        fmt::print(stderr, "lockstep hostcheck: {}\n", ml::escape_control(e.what(), true));
         if (cl.json) print_json(hc::error_json("usage", e.what()));
         return 2;
     } catch (const ml::InterruptedError& e) {

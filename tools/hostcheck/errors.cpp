@@ -1,5 +1,7 @@
 #include "errors.hpp"
 
+#include "mpi_launcher/display_text.hpp"
+
 #include <fmt/format.h>
 
 namespace lockstep::hostcheck {
@@ -9,7 +11,10 @@ HostfileError::HostfileError(std::vector<LineError> errors)
           std::string text;
           for (const auto& e : errors) {
               if (!text.empty()) text += '\n';
-              text += fmt::format("{}:{}: {}: '{}'", e.path, e.line, e.message, e.text);
+              // A line can be megabytes long; the message repeats its start, and says how much it left out.
+              text += e.line > 0
+                          ? fmt::format("{}:{}: {}: '{}'", e.path, e.line, e.message, mpi_launcher::cut_value(e.text))
+                          : fmt::format("{}: {}", e.path, e.message);
           }
           return text;
       }()),

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <regex>
 
 #ifndef LOCKSTEP_TOOL_VERSION
 #define LOCKSTEP_TOOL_VERSION "unknown"
@@ -27,6 +26,19 @@ constexpr seconds local_detection_budget{10};
 constexpr seconds local_checks_budget{10};
 constexpr seconds mpirun_grace{3};
 constexpr seconds slack{2};
+// Other names of the same machine listed per host: thousands of names that reach one machine (or nodes that all
+// answer with one name) would otherwise make every host list every other, quadratic in the hosts.
+constexpr std::size_t same_machine_listed = 16;
+
+// The report is judged and written after the checks stop, at a cost that grows with the hosts: about 10 us per host
+// on an idle machine, and about twice what reading the hostfile took on a busy one (the same kind of work: strings
+// and small allocations per host). The checks stop early by the larger of 60 us per host and four times the reading
+// time, so that the whole run, output included, ends by the bound; at most three quarters of it go to the report.
+mpi_launcher::Seconds output_reserve(std::size_t hosts, mpi_launcher::Seconds reading, mpi_launcher::Seconds bound) {
+    const mpi_launcher::Seconds per_host = std::chrono::microseconds(60) * hosts;
+    const mpi_launcher::Seconds reserve = std::chrono::milliseconds(250) + std::max(per_host, reading * 4);
+    return std::min(reserve, bound * 0.75);
+}
 
 std::size_t rounds(std::size_t items, std::size_t per_round) {
     return (items + per_round - 1) / std::max<std::size_t>(per_round, 1);
@@ -79,12 +91,6 @@ void validate(const Options& o) {
     }
 }
 
-int port_in(const std::string& evidence) {
-    std::smatch m;
-    if (std::regex_search(evidence, m, std::regex(R"(port (\d+))"))) return std::stoi(m[1]);
-    return 22;
-}
-
 void set_problem(HostReport& h, Problem p, std::string evidence, std::string line) {
     h.problem = p;
     h.evidence = std::move(evidence);
@@ -110,6 +116,7 @@ void resolve_stage(Report& r, const Options& o, mpi_launcher::Clock::time_point 
         for (auto i : group) {
             auto& h = r.hosts[i];
             for (auto j : group) {
+                if (h.same_machine_as.size() >= same_machine_listed) break;
                 if (names[j] != names[i] && std::find(h.same_machine_as.begin(), h.same_machine_as.end(), names[j]) ==
                                                 h.same_machine_as.end()) {
                     h.same_machine_as.push_back(names[j]);
@@ -166,7 +173,7 @@ void explain_stage(Report& r, mpi_launcher::Clock::time_point deadline) {
         RemedyContext context;
         context.host = h.host;
         context.user = h.user.value_or("");
-        context.port = port_in(h.evidence);
+        context.port = ssh_port_in(h.evidence);
         const Problem p = *h.problem;
         // The ssh side of a failure: ssh -G gives the port, user and files the remedy names.
         const bool from_ssh = p != Problem::Dns && p != Problem::RemoteMpiMissing && p != Problem::MpiMismatch &&
@@ -176,7 +183,7 @@ void explain_stage(Report& r, mpi_launcher::Clock::time_point deadline) {
             for (auto& d : findings.details) h.details.push_back(std::move(d));
             if (findings.refined && p == Problem::AuthDenied) h.problem = findings.refined;
             context = findings.context;
-            if (context.port == 22) context.port = port_in(h.evidence);
+            if (context.port == 22) context.port = ssh_port_in(h.evidence);
         }
         if (p == Problem::RemoteMpiMissing && h.remote) {
             const std::string& e = h.evidence;
@@ -231,6 +238,7 @@ void environment_stage(Report& r) {
         for (auto i : indices) {
             auto& h = r.hosts[i];
             for (auto j : indices) {
+                if (h.same_machine_as.size() >= same_machine_listed) break;
                 const auto& other = r.hosts[j].host;
                 if (other == h.host ||
                     std::find(h.same_machine_as.begin(), h.same_machine_as.end(), other) != h.same_machine_as.end()) {
@@ -273,7 +281,9 @@ Report run_hostcheck(const Options& o) {
     r.settings.timeout = o.timeout;
     r.settings.max_time = o.max_time;
     r.settings.time_bound = time_bound(o, n);
-    const auto deadline = start + std::chrono::duration_cast<mpi_launcher::Clock::duration>(r.settings.time_bound);
+    const mpi_launcher::Seconds reading = mpi_launcher::Clock::now() - start;
+    const auto deadline = start + std::chrono::duration_cast<mpi_launcher::Clock::duration>(
+                                      r.settings.time_bound - output_reserve(n, reading, r.settings.time_bound));
     auto stage_deadline = [&](mpi_launcher::Seconds budget) {
         return std::min(deadline,
                         mpi_launcher::Clock::now() + std::chrono::duration_cast<mpi_launcher::Clock::duration>(budget));
@@ -295,14 +305,7 @@ Report run_hostcheck(const Options& o) {
         r.settings.agent = SshAgent{{}, "not used (probe skipped)", false};
     }
 
-    for (const auto& t : r.hostfile.targets) {
-        HostReport h;
-        h.host = t.host;
-        h.user = t.user;
-        h.lines = t.lines;
-        h.slots = t.openmpi_slots;
-        r.hosts.push_back(std::move(h));
-    }
+    r.add_hostfile_targets();
 
     if (!skip.contains("resolve")) {
         if (o.progress) o.progress("resolve", 0, n);
@@ -319,7 +322,7 @@ Report run_hostcheck(const Options& o) {
             RemedyContext c;
             c.host = h.host;
             c.user = h.user.value_or("");
-            c.port = port_in(h.evidence);
+            c.port = ssh_port_in(h.evidence);
             h.remedy = remedy_for(*h.problem, c);
         }
     }

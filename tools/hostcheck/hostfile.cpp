@@ -2,6 +2,8 @@
 
 #include "nodelist.hpp"
 
+#include "mpi_launcher/display_text.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +11,8 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <climits>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -56,6 +60,8 @@ bool is_valid_user_name(std::string_view name) noexcept {
 }
 
 namespace {
+
+using mpi_launcher::cut_value;
 
 constexpr std::array openmpi_count_keys{"slots", "count", "cpu"};
 constexpr std::array openmpi_max_keys{"max_slots", "max-slots", "slots_max", "slots-max"};
@@ -162,16 +168,17 @@ HostfileFormat detect_format(const std::vector<Words>& lines, const std::string&
     return HostfileFormat::Plain;
 }
 
-// Parses one line in the given form; throws LineError (by value) for a malformed one.
-HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string& path) {
+// Parses one line in the given form; throws LineError (by value) for a malformed one. Every name the line adds is
+// taken from `budget`.
+HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string& path, NodelistBudget& budget) {
     HostfileLine line{w.number, w.text, {}, {}, {}, {}};
     auto fail = [&](std::string message) { throw LineError{path, w.number, w.text, std::move(message)}; };
     auto check_host = [&](const std::string& host) {
         if (!is_valid_host_name(host)) {
             fail(
                 fmt::format("'{}' is not a host name or address (letters, digits, '.', '-', '_'; ':' only in IPv6 "
-                            "addresses; no leading '-')",
-                            host));
+                            "addresses; no leading '-'; at most 253 characters)",
+                            cut_value(host)));
         }
     };
     const std::string& first = w.words.front();
@@ -196,10 +203,11 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
             std::string host_part = first;
             if (const auto at = first.find('@'); at != std::string::npos) {
                 if (first.find('@', at + 1) != std::string::npos)
-                    fail(fmt::format("'{}' has more than one '@'", first));
+                    fail(fmt::format("'{}' has more than one '@'", cut_value(first)));
                 e.user = first.substr(0, at);
                 host_part = first.substr(at + 1);
-                if (!is_valid_user_name(*e.user)) fail(fmt::format("'{}' is not a valid user name", *e.user));
+                if (!is_valid_user_name(*e.user))
+                    fail(fmt::format("'{}' is not a valid user name", cut_value(*e.user)));
             }
             if (host_part.starts_with('^')) {
                 fail("'^host' exclusions name no host to check; list the hosts to check instead");
@@ -211,23 +219,27 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
                 const std::string& word = w.words[i];
                 const auto eq = word.find('=');
                 if (eq == std::string::npos || eq == 0 || eq + 1 == word.size()) {
-                    fail(fmt::format("'{}' is not key=value (OpenMPI lines are 'host slots=N max_slots=M')", word));
+                    fail(fmt::format("'{}' is not key=value (OpenMPI lines are 'host slots=N max_slots=M')",
+                                     cut_value(word)));
                 }
                 const std::string key = word.substr(0, eq);
                 const std::string value = word.substr(eq + 1);
                 if (!line.keyword) line.keyword = word;
                 if (one_of(key, openmpi_count_keys) || one_of(key, openmpi_max_keys)) {
                     const auto n = parse_count(value);
-                    if (!n || *n < 1) fail(fmt::format("'{}' needs a whole number of at least 1", word));
+                    if (!n || *n < 1) {
+                        fail(fmt::format("'{}' needs a whole number from 1 to {}", cut_value(word), INT_MAX));
+                    }
                     (one_of(key, openmpi_count_keys) ? e.slots : e.max_slots) = *n;
                 } else if (one_of(key, openmpi_user_keys)) {
-                    if (!is_valid_user_name(value)) fail(fmt::format("'{}' is not a valid user name", value));
+                    if (!is_valid_user_name(value))
+                        fail(fmt::format("'{}' is not a valid user name", cut_value(value)));
                     e.user = value;
                 } else if (!one_of(key, openmpi_other_keys)) {
                     fail(
                         fmt::format("unknown keyword '{}' (OpenMPI knows slots, max_slots, count, cpu, username, "
                                     "boards, sockets_per_board, cores_per_socket, cpu_set)",
-                                    key));
+                                    cut_value(key)));
                 }
             }
             if (e.slots && e.max_slots && *e.max_slots < *e.slots) {
@@ -265,7 +277,8 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
                 }
                 if (key == "user") {
                     const std::string value = word.substr(eq + 1);
-                    if (!is_valid_user_name(value)) fail(fmt::format("'{}' is not a valid user name", value));
+                    if (!is_valid_user_name(value))
+                        fail(fmt::format("'{}' is not a valid user name", cut_value(value)));
                     e.user = value;
                 }
             }
@@ -276,7 +289,9 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
             for (const auto& word : w.words) {
                 std::vector<std::string> names;
                 try {
-                    names = expand_nodelist(word);
+                    names = expand_nodelist(word, budget);
+                } catch (const NodelistBudgetError& err) {
+                    throw;
                 } catch (const NodelistError& err) {
                     fail(fmt::format("not a Slurm node list: {}", err.what()));
                 }
@@ -293,24 +308,48 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
     return line;
 }
 
+// The other lines naming a host, the first few of them: a host named on every line of a long file would otherwise
+// make every line's summary list every other line (quadratic in the file).
 std::string join_lines(const std::vector<int>& lines, int except) {
+    constexpr std::size_t shown = 8;
     std::vector<int> others;
-    std::copy_if(lines.begin(), lines.end(), std::back_inserter(others), [except](int l) { return l != except; });
-    return fmt::format("{}", fmt::join(others, ", "));
+    for (const int l : lines) {
+        if (l != except && others.size() < shown) others.push_back(l);
+    }
+    const std::size_t all_others = lines.size() - (std::find(lines.begin(), lines.end(), except) != lines.end());
+    if (all_others <= shown) return fmt::format("{}", fmt::join(others, ", "));
+    return fmt::format("{} and {} more", fmt::join(others, ", "), all_others - shown);
 }
 
 // Fills in what OpenMPI and Hydra would each make of every line, and the list of distinct targets.
 void interpret(Hostfile& hf) {
-    // OpenMPI: slots of all lines naming a host are summed (hostfile.c adds each line's count to the node's).
+    // OpenMPI: slots of all lines naming a host are summed (hostfile.c adds each line's count to the node's). The sum
+    // is checked: OpenMPI counts slots in an int, and a sum past INT_MAX would wrap to a negative count.
     std::map<std::string, int> openmpi_total;
     std::map<std::string, std::vector<int>> lines_of_host;
+    std::vector<LineError> overflows;
+    std::set<std::string> overflowed;  // one message per host, at the line where its sum passes the limit
     for (const auto& line : hf.lines) {
         for (const auto& e : line.hosts) {
-            openmpi_total[e.host] += e.slots.value_or(e.max_slots.value_or(1));
+            const int own = e.slots.value_or(e.max_slots.value_or(1));
+            int& total = openmpi_total[e.host];
             auto& ls = lines_of_host[e.host];
+            if (total > INT_MAX - own) {
+                if (overflowed.insert(e.host).second) {
+                    overflows.push_back(LineError{
+                        hf.path, line.number, line.text,
+                        fmt::format("the slots of '{}' add up to more than {} with this line ({} from line{} {}, {} "
+                                    "here); no launcher counts that many: give each line the host's real slots",
+                                    e.host, INT_MAX, total, ls.size() > 1 ? "s" : "", join_lines(ls, 0), own)});
+                }
+                total = INT_MAX;
+            } else {
+                total += own;
+            }
             if (ls.empty() || ls.back() != line.number) ls.push_back(line.number);
         }
     }
+    if (!overflows.empty()) throw HostfileError(std::move(overflows));
 
     std::string previous_host;  // Hydra merges a line into the block above only when the host is the same
     int previous_line = 0;
@@ -324,7 +363,7 @@ void interpret(Hostfile& hf) {
             const std::string msg = fmt::format(
                 "would take the node list for one host name: expand it to its {} hosts first, one per line "
                 "(scontrol show hostnames '{}')",
-                line.hosts.size(), list.substr(0, list.find_last_not_of(" \t") + 1));
+                line.hosts.size(), cut_value(list.substr(0, list.find_last_not_of(" \t") + 1)));
             line.openmpi = {false, "mpirun " + msg};
             line.hydra = {false, "mpiexec " + msg};
             previous_host.clear();
@@ -425,13 +464,30 @@ Hostfile parse_hostfile(std::string_view text, const std::string& path, std::opt
     hf.format_detected = !forced.has_value();
     hf.format = forced ? *forced : detect_format(lines, path);
 
+    // One budget for the whole file: the names of every line together, however they are spread over the lines.
+    NodelistBudget budget;
     std::vector<LineError> errors;
+    std::size_t more_errors = 0;
     for (const auto& w : lines) {
         try {
-            hf.lines.push_back(parse_line(w, hf.format, path));
+            HostfileLine line = parse_line(w, hf.format, path, budget);
+            if (hf.format != HostfileFormat::Slurm) budget.take(line.hosts.size(), line.hosts.front().host.size());
+            hf.lines.push_back(std::move(line));
         } catch (LineError& e) {
-            errors.push_back(std::move(e));
+            // Every bad line counts, but a file of a million bad lines need not be a million messages.
+            if (errors.size() < max_listed_line_errors) {
+                errors.push_back(std::move(e));
+            } else {
+                ++more_errors;
+            }
+        } catch (const NodelistBudgetError& e) {
+            // Every later line would be refused alike: this line is the one to name.
+            errors.push_back(LineError{path, w.number, w.text, e.what()});
+            break;
         }
+    }
+    if (more_errors > 0) {
+        errors.push_back(LineError{path, 0, "", fmt::format("and {} more malformed lines", more_errors)});
     }
     if (!errors.empty()) throw HostfileError(std::move(errors));
     interpret(hf);
@@ -439,14 +495,30 @@ Hostfile parse_hostfile(std::string_view text, const std::string& path, std::opt
 }
 
 Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> forced) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        throw HostfileError(path, "is a directory; give the path of a hostfile");
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         throw HostfileError(path, fmt::format("cannot be read ({}); give the path of an existing hostfile",
                                               std::error_code(errno, std::generic_category()).message()));
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return parse_hostfile(buffer.str(), path, forced);
+    // Read at most one byte past the limit, so that /dev/zero or an endless pipe is refused, not read forever.
+    std::string text;
+    std::array<char, 65536> chunk{};
+    while (text.size() <= max_hostfile_bytes && in.read(chunk.data(), chunk.size()).gcount() > 0) {
+        text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    }
+    if (in.bad()) {
+        throw HostfileError(path, fmt::format("cannot be read ({}); give the path of an existing hostfile",
+                                              std::error_code(errno, std::generic_category()).message()));
+    }
+    if (text.size() > max_hostfile_bytes) {
+        throw HostfileError(path, fmt::format("is larger than {} MiB, more than any hostfile of {} hosts needs",
+                                              max_hostfile_bytes >> 20, max_hostfile_hosts));
+    }
+    return parse_hostfile(text, path, forced);
 }
 
 }  // namespace lockstep::hostcheck

@@ -12,6 +12,7 @@
 // cannot read IPv6 addresses, whose ':' it takes for the process-count separator.
 
 #include "errors.hpp"
+#include "nodelist.hpp"
 
 #include <optional>
 #include <string>
@@ -19,6 +20,13 @@
 #include <vector>
 
 namespace lockstep::hostcheck {
+
+// Limits on what one hostfile may ask for, so that a hostile or mistyped file is a clear error, not minutes of work:
+// its size, the hosts it names in all (every form, node lists included; see nodelist.hpp for the bytes of names),
+// and the malformed lines listed one by one (the rest are counted).
+inline constexpr std::size_t max_hostfile_bytes = std::size_t{64} << 20;
+inline constexpr std::size_t max_hostfile_hosts = max_nodelist_hosts;
+inline constexpr std::size_t max_listed_line_errors = 100;
 
 enum class HostfileFormat { OpenMpi, Hydra, Plain, Slurm };
 
@@ -71,7 +79,8 @@ struct Hostfile {
 [[nodiscard]] Hostfile parse_hostfile(std::string_view text, const std::string& path,
                                       std::optional<HostfileFormat> forced = std::nullopt);
 
-// Reads and parses a file. Throws HostfileError when it cannot be read or holds no host.
+// Reads and parses a file. Throws HostfileError when it cannot be read, is a directory, is larger than
+// max_hostfile_bytes or holds no host.
 [[nodiscard]] Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> forced = std::nullopt);
 
 // True for a host name or address that may be handed to ssh as one argument: letters, digits, '.', '-', '_' (and ':'

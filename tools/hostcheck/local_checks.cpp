@@ -4,8 +4,9 @@
 #include <fmt/ranges.h>
 #include <sys/stat.h>
 
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
-#include <regex>
 #include <sstream>
 
 namespace lockstep::hostcheck {
@@ -38,7 +39,9 @@ SshClientConfig parse_ssh_config_dump(std::string_view text) {
         if (key == "hostname") {
             cfg.hostname = value;
         } else if (key == "port") {
-            cfg.port = std::atoi(value.c_str());
+            int port = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), port);
+            if (ec == std::errc{} && port >= 1 && port <= 65535) cfg.port = port;
         } else if (key == "user") {
             cfg.user = value;
         } else if (key == "identityfile") {
@@ -57,6 +60,31 @@ SshClientConfig parse_ssh_config_dump(std::string_view text) {
         }
     }
     return cfg;
+}
+
+// These read text that ssh printed by hand, in one pass: std::regex recurses per character in libstdc++ and a long
+// enough line overflows the stack.
+std::string sha256_fingerprint(std::string_view text) {
+    const auto at = text.find("SHA256:");
+    if (at == std::string_view::npos) return {};
+    std::size_t end = at + 7;
+    while (end < text.size() && std::isspace(static_cast<unsigned char>(text[end])) == 0) ++end;
+    if (end == at + 7) return {};
+    return std::string(text.substr(at, end - at));
+}
+
+std::string key_file_too_open(std::string_view text) {
+    constexpr std::string_view opening = "for '";
+    constexpr std::string_view closing = "' are too open";
+    for (std::size_t at = text.find(opening); at != std::string_view::npos; at = text.find(opening, at + 1)) {
+        const std::size_t start = at + opening.size();
+        const std::size_t quote = text.find('\'', start);
+        if (quote == std::string_view::npos) return {};
+        if (quote > start && text.substr(quote, closing.size()) == closing) {
+            return std::string(text.substr(start, quote - start));
+        }
+    }
+    return {};
 }
 
 std::string known_hosts_entry(const std::string& host, int port) {
@@ -125,9 +153,7 @@ std::vector<std::string> LocalChecker::key_findings(const std::string& key_file,
     if (protected_key) {
         const std::string agent = agent_state();
         const auto fp = run_quick({"ssh-keygen", "-l", "-f", key_file}, deadline_);
-        std::string fingerprint;
-        std::smatch m;
-        if (std::regex_search(fp.out, m, std::regex(R"(SHA256:\S+)"))) fingerprint = m[0];
+        const std::string fingerprint = sha256_fingerprint(fp.out);
         if (agent.starts_with("no ssh-agent") || agent.starts_with("the ssh-agent")) {
             out.push_back(fmt::format("{} is protected by a passphrase and {}: in batch mode ssh cannot use it",
                                       key_file, agent));
@@ -155,8 +181,7 @@ LocalFindings LocalChecker::explain(Problem problem, const std::string& host, co
         if (!cfg->known_hosts_files.empty()) f.context.known_hosts = cfg->known_hosts_files.front();
     }
     // The key ssh named in its own warning is the one to fix.
-    std::smatch m;
-    if (std::regex_search(evidence, m, std::regex(R"(for '([^']+)' are too open)"))) f.context.key_file = m[1];
+    f.context.key_file = key_file_too_open(evidence);
     if (!cfg) return f;
 
     if (problem == Problem::AuthDenied || problem == Problem::KeyPermissions) {

@@ -27,6 +27,12 @@ struct SshClientConfig {
 
 [[nodiscard]] SshClientConfig parse_ssh_config_dump(std::string_view ssh_g_output);
 
+// The first `SHA256:...` fingerprint in ssh-keygen's output; empty when there is none.
+[[nodiscard]] std::string sha256_fingerprint(std::string_view ssh_keygen_output);
+
+// The key file ssh names in "Permissions 0644 for 'KEY' are too open"; empty when the text says no such thing.
+[[nodiscard]] std::string key_file_too_open(std::string_view ssh_stderr);
+
 // The host key entry name ssh looks up: "host" on port 22, "[host]:port" otherwise.
 [[nodiscard]] std::string known_hosts_entry(const std::string& host, int port);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <map>
 
 namespace lockstep::hostcheck {
@@ -54,7 +55,11 @@ void read_mesh_output(std::string_view out, std::size_t from, const std::vector<
         const std::string host(line.substr(0, tab1));
         const std::string_view rest = line.substr(tab1 + 1);
         const auto tab2 = rest.find('\t');
-        rc_of[host] = std::atoi(std::string(rest.substr(0, tab2)).c_str());
+        // The exit status as the source node's shell wrote it; from_chars has no undefined overflow, unlike atoi.
+        const std::string_view rc_text = rest.substr(0, tab2);
+        int rc = -1;
+        (void)std::from_chars(rc_text.data(), rc_text.data() + rc_text.size(), rc);
+        rc_of[host] = rc;
         text_of[host] = tab2 == std::string_view::npos ? std::string{} : std::string(rest.substr(tab2 + 1));
     }
     for (auto& p : pairs) {

@@ -11,16 +11,40 @@
 
 namespace lockstep::hostcheck {
 
-// Refuses to expand beyond this many names, so that a typo such as `n[1-99999999]` is an error, not an OOM.
+// A hostfile names at most this many hosts, and their names hold at most max_hostfile_name_bytes in all, however they
+// are spread over its lines and node lists: a typo such as `n[1-99999999]`, or a few short lines that each expand to
+// a million names, is then an error naming the line, not minutes of work and gigabytes of memory.
 inline constexpr std::size_t max_nodelist_hosts = 1'000'000;
+inline constexpr std::size_t max_nodelist_bytes = std::size_t{32} << 20;
 
 class NodelistError : public std::invalid_argument {
 public:
     using std::invalid_argument::invalid_argument;
 };
 
-// Expands a node list. Throws NodelistError saying what is wrong (unclosed bracket, reversed range, ...).
+// The budget ran out: more names, or more bytes of names, than one hostfile may hold.
+class NodelistBudgetError : public NodelistError {
+public:
+    using NodelistError::NodelistError;
+};
+
+// What is left of one hostfile's allowance of names. Expansion takes from it before it builds anything, so the work
+// done is bounded by the allowance, not by what the text asks for.
+class NodelistBudget {
+public:
+    // Takes `names` names of `bytes` bytes in all; throws NodelistBudgetError (taking nothing) when they do not fit.
+    void take(std::size_t names, std::size_t bytes);
+    [[nodiscard]] std::size_t names_taken() const noexcept { return names_taken_; }
+
+private:
+    std::size_t names_taken_ = 0;
+    std::size_t bytes_taken_ = 0;
+};
+
+// Expands a node list. Throws NodelistError saying what is wrong (unclosed bracket, reversed range, ...), and
+// NodelistBudgetError when the names do not fit in `budget` (a fresh one when none is given).
 [[nodiscard]] std::vector<std::string> expand_nodelist(std::string_view list);
+[[nodiscard]] std::vector<std::string> expand_nodelist(std::string_view list, NodelistBudget& budget);
 
 // True when the text uses bracket ranges, i.e. looks like a Slurm node list rather than a host name.
 [[nodiscard]] bool has_nodelist_brackets(std::string_view text) noexcept;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
+#include <charconv>
 #include <utility>
 
 namespace lockstep::hostcheck {
@@ -92,6 +94,20 @@ Classification classify_ssh_error(std::string_view ssh_stderr) {
         }
     }
     return {Problem::Other, last_line(ssh_stderr)};
+}
+
+int ssh_port_in(std::string_view evidence) noexcept {
+    constexpr std::string_view mark = "port ";
+    for (std::size_t at = evidence.find(mark); at != std::string_view::npos; at = evidence.find(mark, at + 1)) {
+        const std::size_t start = at + mark.size();
+        std::size_t end = start;
+        while (end < evidence.size() && std::isdigit(static_cast<unsigned char>(evidence[end])) != 0) ++end;
+        if (end == start) continue;
+        int port = 0;
+        const auto [stop, ec] = std::from_chars(evidence.data() + start, evidence.data() + end, port);
+        return ec == std::errc{} && port >= 1 && port <= 65535 ? port : 22;
+    }
+    return 22;
 }
 
 std::string remedy_for(Problem p, const RemedyContext& c) {

@@ -40,6 +40,10 @@ struct Classification {
 // both print.
 [[nodiscard]] Classification classify_ssh_error(std::string_view ssh_stderr);
 
+// The port ssh names in its own message ("connect to host h port 2222: ..."), 22 when it names none (or one that is
+// not a port). Read by hand: the text comes from ssh and the remote side, and may be of any length.
+[[nodiscard]] int ssh_port_in(std::string_view evidence) noexcept;
+
 // Facts a remedy is written with.
 struct RemedyContext {
     std::string host;  // as in the hostfile

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "mpi_launcher/display_text.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
@@ -45,6 +47,18 @@ int Report::exit_code() const {
         return h.status == HostStatus::Failed || h.status == HostStatus::Warning;
     });
     return host_problem || mesh_failures() > 0 || mpirun_failed() ? 1 : 0;
+}
+
+void Report::add_hostfile_targets() {
+    hosts.reserve(hosts.size() + hostfile.targets.size());
+    for (const auto& t : hostfile.targets) {
+        HostReport h;
+        h.host = t.host;
+        h.user = t.user;
+        h.lines = t.lines;
+        h.slots = t.openmpi_slots;
+        hosts.push_back(std::move(h));
+    }
 }
 
 namespace {
@@ -93,24 +107,21 @@ json host_json(const HostReport& h) {
                 {"elapsed_s", h.probe_elapsed ? json(round_ms(*h.probe_elapsed)) : json(nullptr)}};
 }
 
-}  // namespace
-
-json to_json(const Report& r) {
-    json lines = json::array();
-    for (const auto& l : r.hostfile.lines) {
-        json hosts = json::array();
-        for (const auto& e : l.hosts) hosts.push_back(e.host);
-        lines.push_back(json{{"line", l.number},
-                             {"text", l.text},
-                             {"hosts", hosts},
-                             {"openmpi", reading_json(l.openmpi)},
-                             {"hydra", reading_json(l.hydra)}});
-    }
+json line_json(const HostfileLine& l) {
     json hosts = json::array();
+    for (const auto& e : l.hosts) hosts.push_back(e.host);
+    return json{{"line", l.number},
+                {"text", l.text},
+                {"hosts", hosts},
+                {"openmpi", reading_json(l.openmpi)},
+                {"hydra", reading_json(l.hydra)}};
+}
+
+// The document without its two long arrays (the hostfile's lines and the hosts), which the caller fills in.
+json document_json(const Report& r, json lines, json hosts) {
     std::map<std::string, int> problem_counts;
     std::map<std::string, int> status_counts{{"ok", 0}, {"warning", 0}, {"failed", 0}, {"skipped", 0}};
     for (const auto& h : r.hosts) {
-        hosts.push_back(host_json(h));
         ++status_counts[std::string(to_string(h.status))];
         if (h.problem) ++problem_counts[std::string(to_string(*h.problem))];
     }
@@ -185,6 +196,81 @@ json to_json(const Report& r) {
     };
 }
 
+constexpr std::string_view lines_placeholder = "\"@@lockstep-hostcheck-lines@@\"";
+constexpr std::string_view hosts_placeholder = "\"@@lockstep-hostcheck-hosts@@\"";
+
+std::string dump(const json& j) {
+    // Replace, not throw, on bytes that are not UTF-8: ssh's evidence is whatever the remote side printed.
+    return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+// Writes `items` as a JSON array, one item per line (each dumped compactly on its own), so that the whole array never
+// exists as one tree and a report of many hosts costs little more than its bytes.
+template <class Items, class ToJson>
+void write_array(std::ostream& out, const Items& items, std::size_t indent, ToJson to_json_item) {
+    if (items.empty()) {
+        out << "[]";
+        return;
+    }
+    std::string inner(indent + 3, ' ');
+    inner.front() = '\n';
+    out << '[';
+    bool first = true;
+    for (const auto& item : items) {
+        out << (first ? "" : ",") << inner << to_json_item(item).dump(-1, ' ', false, json::error_handler_t::replace);
+        first = false;
+    }
+    out << '\n' << std::string(indent, ' ') << ']';
+}
+
+}  // namespace
+
+json to_json(const Report& r) {
+    json lines = json::array();
+    for (const auto& l : r.hostfile.lines) lines.push_back(line_json(l));
+    json hosts = json::array();
+    for (const auto& h : r.hosts) hosts.push_back(host_json(h));
+    return document_json(r, std::move(lines), std::move(hosts));
+}
+
+void write_json(std::ostream& out, const Report& r) {
+    // A report of 10^5 hosts as one nlohmann tree takes gigabytes and seconds to build and free; written host by
+    // host it takes a fraction of that, which keeps --max-time a bound on the whole run, output included.
+    const std::string skeleton = dump(document_json(r, json(lines_placeholder.substr(1, lines_placeholder.size() - 2)),
+                                                    json(hosts_placeholder.substr(1, hosts_placeholder.size() - 2))));
+    auto occurrences = [&](std::string_view what) {
+        std::size_t n = 0;
+        for (auto at = skeleton.find(what); at != std::string::npos; at = skeleton.find(what, at + 1)) ++n;
+        return n;
+    };
+    if (occurrences(lines_placeholder) != 1 || occurrences(hosts_placeholder) != 1) {
+        // A value from outside that reads like a placeholder: the slow way is the safe one.
+        out << dump(to_json(r)) << '\n';
+        return;
+    }
+    std::size_t pos = 0;
+    while (pos < skeleton.size()) {
+        const std::size_t lines_at = skeleton.find(lines_placeholder, pos);
+        const std::size_t hosts_at = skeleton.find(hosts_placeholder, pos);
+        const std::size_t at = std::min(lines_at, hosts_at);
+        if (at == std::string::npos) {
+            out << std::string_view(skeleton).substr(pos);
+            break;
+        }
+        out << std::string_view(skeleton).substr(pos, at - pos);
+        const std::size_t line_start = skeleton.rfind('\n', at) + 1;
+        const std::size_t indent = skeleton.find_first_not_of(' ', line_start) - line_start;
+        if (at == lines_at) {
+            write_array(out, r.hostfile.lines, indent, line_json);
+            pos = at + lines_placeholder.size();
+        } else {
+            write_array(out, r.hosts, indent, host_json);
+            pos = at + hosts_placeholder.size();
+        }
+    }
+    out << '\n';
+}
+
 json error_json(std::string_view kind, const std::string& message, const std::vector<LineError>& lines) {
     json errors = json::array();
     for (const auto& e : lines) {
@@ -196,6 +282,21 @@ json error_json(std::string_view kind, const std::string& message, const std::ve
 }
 
 namespace {
+
+// Everything the table shows that came from outside (the hostfile, ssh, the nodes, the environment) goes through
+// these: a terminal must print it, never obey it.
+// The table's one line of evidence per host or pair; the JSON has the whole text.
+constexpr std::size_t evidence_line_limit = 500;
+
+std::string safe(std::string_view text) {
+    return mpi_launcher::escape_control(text);
+}
+std::string safe_lines(std::string_view text) {
+    return mpi_launcher::escape_control(text, true);
+}
+std::string safe_list(const std::vector<std::string>& items, std::string_view separator = ", ") {
+    return safe(fmt::format("{}", fmt::join(items, separator)));
+}
 
 struct Palette {
     bool on = false;
@@ -225,7 +326,7 @@ std::string pad(const std::string& shown, std::size_t visible, std::size_t width
 
 void print_hostfile(std::ostream& out, const Report& r, const TextStyle& style, const Palette& p) {
     const auto& hf = r.hostfile;
-    fmt::print(out, "hostfile {}: {} format{}, {} line{}, {} host{}\n", hf.path, to_string(hf.format),
+    fmt::print(out, "hostfile {}: {} format{}, {} line{}, {} host{}\n", safe(hf.path), to_string(hf.format),
                hf.format_detected ? " (detected)" : " (forced)", hf.lines.size(), hf.lines.size() == 1 ? "" : "s",
                hf.targets.size(), hf.targets.size() == 1 ? "" : "s");
     std::size_t shown = 0;
@@ -240,9 +341,11 @@ void print_hostfile(std::ostream& out, const Report& r, const TextStyle& style, 
             break;
         }
         ++shown;
-        fmt::print(out, "  line {}: {}\n", l.number, l.text);
-        fmt::print(out, "    openmpi: {}\n", l.openmpi.usable ? l.openmpi.summary : p.paint(l.openmpi.summary, "33"));
-        fmt::print(out, "    hydra:   {}\n", l.hydra.usable ? l.hydra.summary : p.paint(l.hydra.summary, "33"));
+        fmt::print(out, "  line {}: {}\n", l.number, mpi_launcher::shown_value(l.text));
+        const std::string openmpi = safe(l.openmpi.summary);
+        const std::string hydra = safe(l.hydra.summary);
+        fmt::print(out, "    openmpi: {}\n", l.openmpi.usable ? openmpi : p.paint(openmpi, "33"));
+        fmt::print(out, "    hydra:   {}\n", l.hydra.usable ? hydra : p.paint(hydra, "33"));
     }
 }
 
@@ -250,22 +353,24 @@ void print_hosts(std::ostream& out, const Report& r, const Palette& p) {
     std::size_t host_w = 4;
     std::size_t addr_w = 7;
     std::size_t problem_w = 7;
+    auto name_of = [](const HostReport& h) { return safe(h.user ? *h.user + "@" + h.host : h.host); };
+    auto address_of = [](const HostReport& h) { return h.addresses.empty() ? "-" : safe(h.addresses.front()); };
     for (const auto& h : r.hosts) {
-        host_w = std::max(host_w, std::min<std::size_t>(h.host.size() + (h.user ? h.user->size() + 1 : 0), 40));
-        addr_w = std::max(addr_w, std::min<std::size_t>(h.addresses.empty() ? 1 : h.addresses.front().size(), 40));
+        host_w = std::max(host_w, std::min<std::size_t>(name_of(h).size(), 40));
+        addr_w = std::max(addr_w, std::min<std::size_t>(address_of(h).size(), 40));
         if (h.problem) problem_w = std::max(problem_w, to_string(*h.problem).size());
     }
     fmt::print(out, "\n{} {} {} {} {}\n", pad("HOST", 4, host_w), pad("ADDRESS", 7, addr_w), pad("STATUS", 6, 7),
                pad("PROBLEM", 7, problem_w), "EVIDENCE");
     const std::string indent(host_w + addr_w + 7 + 3, ' ');
     for (const auto& h : r.hosts) {
-        const std::string name = h.user ? *h.user + "@" + h.host : h.host;
-        const std::string address = h.addresses.empty() ? "-" : h.addresses.front();
+        const std::string name = name_of(h);
+        const std::string address = address_of(h);
         std::string evidence;
         if (h.problem) {
-            evidence = h.evidence_line;
+            evidence = mpi_launcher::shown_value(h.evidence_line, evidence_line_limit);
         } else if (h.remote) {
-            evidence = fmt::format("{}, {}", h.remote->hostname, h.remote->mpi.describe());
+            evidence = safe(fmt::format("{}, {}", h.remote->hostname, h.remote->mpi.describe()));
         }
         const std::string status = p.status(h.status);
         fmt::print(out, "{} {} {} {} {}\n", pad(name, name.size(), host_w), pad(address, address.size(), addr_w),
@@ -273,11 +378,11 @@ void print_hosts(std::ostream& out, const Report& r, const Palette& p) {
                    pad(h.problem ? std::string(to_string(*h.problem)) : "-",
                        h.problem ? to_string(*h.problem).size() : 1, problem_w),
                    evidence);
-        for (const auto& d : h.details) fmt::print(out, "{}{} {}\n", indent, p.paint("note:", "2"), d);
+        for (const auto& d : h.details) fmt::print(out, "{}{} {}\n", indent, p.paint("note:", "2"), safe(d));
         if (!h.same_machine_as.empty()) {
-            fmt::print(out, "{}same machine as: {}\n", indent, fmt::join(h.same_machine_as, ", "));
+            fmt::print(out, "{}same machine as: {}\n", indent, safe_list(h.same_machine_as));
         }
-        if (h.problem) fmt::print(out, "{}{} {}\n", indent, p.paint("remedy:", "1"), h.remedy);
+        if (h.problem) fmt::print(out, "{}{} {}\n", indent, p.paint("remedy:", "1"), safe(h.remedy));
     }
 }
 
@@ -287,18 +392,18 @@ void print_environment(std::ostream& out, const Report& r) {
                r.environment.size() == 1 ? "" : "s",
                r.environment_consistent() ? ", all nodes alike" : ", nodes differ");
     for (const auto& g : r.environment) {
-        fmt::print(out, "  ---------------\n  {} ({})\n  ---------------\n", fmt::join(g.hosts, ","), g.hosts.size());
+        fmt::print(out, "  ---------------\n  {} ({})\n  ---------------\n", safe_list(g.hosts, ","), g.hosts.size());
         std::vector<std::string> programs;
         for (const auto& [name, path] : g.programs) programs.push_back(name + "=" + path);
-        fmt::print(out, "  {}; {}\n", g.mpi == "none" ? "no MPI on PATH" : g.mpi,
-                   programs.empty() ? "no MPI programs" : fmt::format("{}", fmt::join(programs, " ")));
+        fmt::print(out, "  {}; {}\n", g.mpi == "none" ? "no MPI on PATH" : safe(g.mpi),
+                   programs.empty() ? "no MPI programs" : safe_list(programs, " "));
     }
 }
 
 void print_mesh(std::ostream& out, const Report& r, const Palette& p) {
     const auto& m = r.mesh;
     if (!m.ran) {
-        if (!m.reason.empty()) fmt::print(out, "\nmesh: not run ({})\n", m.reason);
+        if (!m.reason.empty()) fmt::print(out, "\nmesh: not run ({})\n", safe(m.reason));
         return;
     }
     const auto& targets = r.hostfile.targets;
@@ -331,24 +436,25 @@ void print_mesh(std::ostream& out, const Report& r, const Palette& p) {
     for (const auto& pair : m.pairs) {
         if (pair.ok) continue;
         const std::string first_line = pair.evidence.substr(0, pair.evidence.find('\n'));
-        fmt::print(out, "  {} -> {}: {}: {}\n    remedy: {}\n", targets[pair.from].host, targets[pair.to].host,
-                   to_string(pair.problem.value_or(Problem::Other)), first_line, pair.remedy);
+        fmt::print(out, "  {} -> {}: {}: {}\n    remedy: {}\n", safe(targets[pair.from].host),
+                   safe(targets[pair.to].host), to_string(pair.problem.value_or(Problem::Other)),
+                   mpi_launcher::shown_value(first_line, evidence_line_limit), safe(pair.remedy));
     }
 }
 
 void print_mpirun(std::ostream& out, const Report& r, const Palette& p) {
     const auto& m = r.mpirun;
     if (!m.ran) {
-        fmt::print(out, "\nmpirun: not run{}\n", m.reason.empty() ? "" : " (" + m.reason + ")");
-        if (!m.remedy.empty()) fmt::print(out, "  remedy: {}\n", m.remedy);
+        fmt::print(out, "\nmpirun: not run{}\n", m.reason.empty() ? "" : " (" + safe(m.reason) + ")");
+        if (!m.remedy.empty()) fmt::print(out, "  remedy: {}\n", safe(m.remedy));
         return;
     }
     const std::string status = m.status == "ok" ? p.paint(m.status, "32") : p.paint(m.status, "31");
     fmt::print(out, "\nmpirun: {} ({} of {} nodes answered in {:.1f} s): {}\n", status,
-               m.expected.size() - m.missing.size(), m.expected.size(), m.elapsed.count(), fmt::join(m.command, " "));
-    if (!m.missing.empty()) fmt::print(out, "  no answer from: {}\n", fmt::join(m.missing, ", "));
+               m.expected.size() - m.missing.size(), m.expected.size(), m.elapsed.count(), safe_list(m.command, " "));
+    if (!m.missing.empty()) fmt::print(out, "  no answer from: {}\n", safe_list(m.missing));
     if (m.status != "ok") {
-        fmt::print(out, "  evidence: {}\n  remedy: {}\n", m.evidence, m.remedy);
+        fmt::print(out, "  evidence: {}\n  remedy: {}\n", safe_lines(m.evidence), safe(m.remedy));
     }
 }
 
@@ -360,8 +466,8 @@ void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
         r.settings.agent.argv.empty()
             ? r.settings.agent.source
             : fmt::format("'{}' (from {})", fmt::join(r.settings.agent.argv, " "), r.settings.agent.source);
-    fmt::print(out, "lockstep hostcheck {}: ssh command {}; local MPI: {}\n", r.tool_version, ssh,
-               r.settings.local_mpi.describe());
+    fmt::print(out, "lockstep hostcheck {}: ssh command {}; local MPI: {}\n", r.tool_version, safe(ssh),
+               safe(r.settings.local_mpi.describe()));
     print_hostfile(out, r, style, p);
     print_hosts(out, r, p);
     print_environment(out, r);

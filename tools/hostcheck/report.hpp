@@ -75,9 +75,15 @@ struct Report {
     [[nodiscard]] bool mpirun_failed() const;
     // 0: nothing wrong; 1: a host, a mesh pair or the mpirun check has a problem.
     [[nodiscard]] int exit_code() const;
+    // One unchecked entry in `hosts` per target of the hostfile, in its order.
+    void add_hostfile_targets();
 };
 
 [[nodiscard]] nlohmann::json to_json(const Report& report);
+// The same document written to `out` item by item (as dump(2), except that each host and each hostfile line is one
+// line), without ever holding the whole tree: the way to print a report of many hosts. Bytes that are not UTF-8
+// become U+FFFD.
+void write_json(std::ostream& out, const Report& report);
 // The JSON document for a run that could not start (exit code 2).
 [[nodiscard]] nlohmann::json error_json(std::string_view kind, const std::string& message,
                                         const std::vector<LineError>& lines = {});

@@ -1,8 +1,10 @@
 #include "flavour.hpp"
 
+#include "display_text.hpp"
+
 #include <cctype>
-#include <cstdlib>
-#include <regex>
+#include <charconv>
+#include <optional>
 
 namespace lockstep::mpi_launcher {
 
@@ -48,7 +50,10 @@ std::string MpiInstall::describe() const {
 }
 
 int MpiInstall::major_version() const {
-    return std::atoi(version.c_str());
+    // The version comes from another machine's text: from_chars, unlike atoi, has no undefined overflow.
+    int major = 0;
+    const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+    return ec == std::errc{} ? major : 0;
 }
 
 bool MpiInstall::runs_on_prrte() const {
@@ -66,37 +71,121 @@ std::string_view first_lines(std::string_view text, std::size_t count) {
     return text.substr(0, end);
 }
 
-bool mentions(const std::string& text, std::initializer_list<std::string_view> marks) {
+bool mentions(std::string_view text, std::initializer_list<std::string_view> marks) {
     for (std::string_view mark : marks) {
-        if (text.find(mark) != std::string::npos) return true;
+        if (text.find(mark) != std::string_view::npos) return true;
     }
     return false;
+}
+
+bool is_space(char c) {
+    return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
+
+// The patterns below are read by hand, in one pass each: the text comes from other machines, and libstdc++'s
+// std::regex recurses once per character, so one long line overflows the stack.
+
+// Skips white space from `at`; nullopt when there is none (the patterns ask for at least one blank).
+std::optional<std::size_t> after_blanks(std::string_view s, std::size_t at) {
+    std::size_t i = at;
+    while (i < s.size() && is_space(s[i])) ++i;
+    if (i == at) return std::nullopt;
+    return i;
+}
+
+// The word (up to white space or one of `stops`) that starts at `at`; empty when there is none.
+std::string_view word_at(std::string_view s, std::size_t at, std::string_view stops = {}) {
+    std::size_t end = at;
+    while (end < s.size() && !is_space(s[end]) && stops.find(s[end]) == std::string_view::npos) ++end;
+    return s.substr(at, end - at);
+}
+
+// `MARK<blanks>WORD`: the word after the first MARK that has one.
+std::optional<std::string_view> word_after(std::string_view s, std::string_view mark) {
+    for (std::size_t at = s.find(mark); at != std::string_view::npos; at = s.find(mark, at + 1)) {
+        const auto start = after_blanks(s, at + mark.size());
+        if (!start) continue;
+        const auto word = word_at(s, *start);
+        if (!word.empty()) return word;
+    }
+    return std::nullopt;
+}
+
+// `Intel(R) MPI Library ... Version <blanks>WORD` on one line, the last "Version" of that line that has a word.
+std::optional<std::string_view> intel_version(std::string_view s) {
+    constexpr std::string_view mark = "Intel(R) MPI Library";
+    for (std::size_t at = s.find(mark); at != std::string_view::npos; at = s.find(mark, at + 1)) {
+        const std::size_t line_end = std::min(s.find('\n', at), s.size());
+        const std::string_view line = s.substr(at + mark.size(), line_end - at - mark.size());
+        std::optional<std::string_view> found;
+        for (std::size_t v = line.find("Version"); v != std::string_view::npos; v = line.find("Version", v + 1)) {
+            const auto start = after_blanks(s, at + mark.size() + v + 7);
+            if (!start) continue;
+            const auto word = word_at(s, *start, ",");
+            if (!word.empty()) found = word;
+        }
+        if (found) return found;
+    }
+    return std::nullopt;
+}
+
+// `MVAPICH<non-blanks><blanks>Version[:]<blanks>WORD`.
+std::optional<std::string_view> mvapich_version(std::string_view s) {
+    constexpr std::string_view mark = "MVAPICH";
+    for (std::size_t at = s.find(mark); at != std::string_view::npos; at = s.find(mark, at + 1)) {
+        std::size_t i = at + mark.size();
+        while (i < s.size() && !is_space(s[i])) ++i;
+        const auto v = after_blanks(s, i);
+        if (!v || s.substr(*v, 7) != "Version") continue;
+        i = *v + 7;
+        if (i < s.size() && s[i] == ':') ++i;
+        const auto start = after_blanks(s, i);
+        if (!start) continue;
+        const auto word = word_at(s, *start);
+        if (!word.empty()) return word;
+    }
+    return std::nullopt;
+}
+
+// `HYDRA build details:` then blanks that hold a line break, then `Version:<blanks>WORD`.
+std::optional<std::string_view> hydra_version(std::string_view s) {
+    constexpr std::string_view mark = "HYDRA build details:";
+    for (std::size_t at = s.find(mark); at != std::string_view::npos; at = s.find(mark, at + 1)) {
+        std::size_t i = at + mark.size();
+        bool line_break = false;
+        while (i < s.size() && is_space(s[i])) line_break |= s[i++] == '\n';
+        if (!line_break || s.substr(i, 8) != "Version:") continue;
+        const auto start = after_blanks(s, i + 8);
+        if (!start) continue;
+        const auto word = word_at(s, *start);
+        if (!word.empty()) return word;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
 
 MpiInstall parse_mpi_version(std::string_view text) {
     MpiInstall mpi;
-    const std::string s(first_lines(text, version_text_lines));
-    std::smatch m;
-    auto found = [&](const char* pattern) { return std::regex_search(s, m, std::regex(pattern)); };
+    const std::string_view s = first_lines(text, version_text_lines);
+    auto take = [&](MpiFlavour flavour, std::optional<std::string_view> version) {
+        mpi.flavour = flavour;
+        if (version) mpi.version = cut_value(*version, version_text_limit);
+        return true;
+    };
     // The forms that carry a version come first; a bare mention of a name (a banner, a bug-report address) only
     // names the flavour.
-    if (found(R"(\(Open MPI\)\s+(\S+))") || found(R"(\(OpenRTE\)\s+(\S+))")) {
-        mpi.flavour = MpiFlavour::OpenMpi;
-        mpi.version = m[1];
-    } else if (found(R"(\(PRRTE\)\s+(\S+))")) {
-        mpi.flavour = MpiFlavour::Prrte;
-        mpi.version = m[1];
-    } else if (found(R"(Intel\(R\) MPI Library[^\n]*Version\s+([^\s,]+))")) {
-        mpi.flavour = MpiFlavour::IntelMpi;
-        mpi.version = m[1];
+    std::optional<std::string_view> v;
+    if ((v = word_after(s, "(Open MPI)")) || (v = word_after(s, "(OpenRTE)"))) {
+        take(MpiFlavour::OpenMpi, v);
+    } else if ((v = word_after(s, "(PRRTE)"))) {
+        take(MpiFlavour::Prrte, v);
+    } else if ((v = intel_version(s))) {
+        take(MpiFlavour::IntelMpi, v);
     } else if (mentions(s, {"MVAPICH"})) {
-        mpi.flavour = MpiFlavour::Mvapich;
-        if (found(R"(MVAPICH\S*\s+Version:?\s+(\S+))")) mpi.version = m[1];
-    } else if (found(R"(HYDRA build details:\s*\n\s*Version:\s+(\S+))") || found(R"(MPICH Version:\s+(\S+))")) {
-        mpi.flavour = MpiFlavour::Mpich;
-        mpi.version = m[1];
+        take(MpiFlavour::Mvapich, mvapich_version(s));
+    } else if ((v = hydra_version(s)) || (v = word_after(s, "MPICH Version:"))) {
+        take(MpiFlavour::Mpich, v);
     } else if (mentions(s, {"Open MPI", "OpenRTE", "open-mpi.org"})) {
         mpi.flavour = MpiFlavour::OpenMpi;
     } else if (mentions(s, {"PRRTE"})) {
@@ -109,8 +198,8 @@ MpiInstall parse_mpi_version(std::string_view text) {
         mpi.flavour = MpiFlavour::Unknown;
     }
     std::string_view first = text.substr(0, text.find('\n'));
-    while (!first.empty() && std::isspace(static_cast<unsigned char>(first.back()))) first.remove_suffix(1);
-    mpi.version_text = std::string(first);
+    while (!first.empty() && is_space(first.back())) first.remove_suffix(1);
+    mpi.version_text = cut_value(first, version_text_limit);
     return mpi;
 }
 

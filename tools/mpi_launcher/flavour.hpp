@@ -24,6 +24,8 @@ enum class MpiFlavour { OpenMpi, Mpich, IntelMpi, Mvapich, Prrte, Unknown, None 
 [[nodiscard]] std::string_view to_string(MpiFlavour flavour) noexcept;
 
 inline constexpr std::size_t version_text_lines = 4;
+// The version and the first line are kept up to this many bytes (a remote node may print anything).
+inline constexpr std::size_t version_text_limit = 200;
 
 struct MpiInstall {
     MpiFlavour flavour = MpiFlavour::None;
@@ -39,7 +41,7 @@ struct MpiInstall {
 };
 
 // Reads the output of `mpirun --version` / `mpiexec --version`. Empty text: None; text that names no known MPI:
-// Unknown.
+// Unknown. Linear in the text, whatever it holds: it is read by hand, never with std::regex.
 [[nodiscard]] MpiInstall parse_mpi_version(std::string_view text);
 
 // What `launcher --version` prints, stdout and stderr as a terminal would show them, with stdin from /dev/null;

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Builds lockstep with one sanitizer in its own build directory and runs the tests that sanitizer can judge:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer, in build-asan: the unit and mpi suites, and
+#         the fuzz suite (every harness replays its corpus and its regression inputs).
+#   tsan  ThreadSanitizer, in build-tsan: the tests where lockstep's own threads run (watchdog, logging, the
+#         threaded unit tests) and the collectives they watch.
+# Usage: tests/sanitizers/run.sh asan|tsan [meson test arguments...]
+# Leaves meson's results in <builddir>/meson-logs/testlog.json for tools/test-summary.py; exits non-zero when a test
+# failed. Every sanitizer report fails its test: UB is not recoverable (-fno-sanitize-recover), ASan, LSan and TSan
+# halt on the first report, and a report that a test script swallowed still fails it (tools/test-summary.py looks
+# for the sanitizers' SUMMARY lines in each test's output).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+flavour=${1:?usage: tests/sanitizers/run.sh asan|tsan [meson test arguments...]}
+shift
+supp="$root/tests/sanitizers"
+
+# Shared by both: no CUDA (ASan's shadow memory and TSan's address layout clash with the CUDA driver, and no
+# instrumented code would run on the device), no benchmarks or examples (programs, not tests), -O1 with line tables
+# (-g1) so that reports carry file:line at a fraction of -g's compile time, frame pointers for whole stacks.
+# b_lundef=false: the sanitizer runtimes are linked into programs, not into liblockstep.so.
+# Assertions on (b_ndebug=false, _GLIBCXX_ASSERTIONS): Eigen's and libstdc++'s bounds checks find what the sanitizers'
+# shadow memory cannot see, an index past a vector's size but within its capacity.
+common_options=(-Doptimization=1 -Ddebug=false -Db_ndebug=false -Db_lundef=false
+  -Dcuda=disabled -Dbenchmarks=false -Dexamples=false)
+common_flags="-g1 -fno-omit-frame-pointer -D_GLIBCXX_ASSERTIONS"
+
+case "$flavour" in
+  asan)
+    builddir=build-asan
+    # shellcheck disable=SC2054 # the comma separates meson's values, not bash's elements
+    options=("${common_options[@]}" -Db_sanitize=address,undefined
+      "-Dcpp_args=$common_flags -fno-sanitize-recover=undefined")
+    # Tests that run no lockstep code of their own, or that cannot run against an instrumented library:
+    #   format, format_gate        the clang-format gate reads sources; the plain build runs it
+    #   exported_symbols           reads liblockstep.so's symbol table, which instrumentation changes
+    #   install_and_pkgconfig      builds an uninstrumented program with pkg-config alone against the installed,
+    #                              instrumented library: ASan refuses to start when its runtime is not loaded first
+    #   hang_repeat_*              the skip-and-exit job 20 times over: the same code as hang_diagnosed_*, run
+    #                              for the launcher's sake (does mpirun always return?), which is not instrumented
+    # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
+    suites=(--suite unit --suite mpi --suite fuzz)
+    exclude=(format format_gate exported_symbols install_and_pkgconfig 'hang_repeat_*')
+    include=()
+    # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests
+    # expect from lockstep (1, 2, 124, ...). LeakSanitizer runs at every exit (detect_leaks=1), with MPI's own
+    # libraries suppressed (lsan.supp). Open MPI forwards the environment to its local ranks, so the options reach
+    # every rank without -x.
+    export ASAN_OPTIONS="detect_leaks=1:exitcode=23:abort_on_error=0:detect_stack_use_after_return=0:\
+check_initialization_order=1:strict_init_order=1:print_suppressions=0"
+    export LSAN_OPTIONS="suppressions=$supp/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0:exitcode=23"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=23"
+    ;;
+  tsan)
+    builddir=build-tsan
+    options=("${common_options[@]}" -Db_sanitize=thread "-Dcpp_args=$common_flags")
+    suites=()
+    exclude=()
+    # lockstep's threads: the watchdog's loop and report threads (collectives/watchdog.cpp), the hostcheck resolver's
+    # workers (tools/hostcheck/resolve.cpp), and the tests that call into the library from several threads. Every
+    # collective runs with the watchdog on (its default), so its board is read while the ranks' calls write it; the
+    # hang tests make it report. Left to the plain and ASan builds: hang_repeat (the same job 20 times over) and
+    # hang_p2p_* (with two ranks timing out together, which one's report names the headline depends on timing, and
+    # TSan's pace changes it). Entries are bash patterns; each must match at least one test.
+    include=(watchdog_board allocator config 'logging' 'logging_before_init_*' hostcheck_fanout
+      'collectives_np*' 'debug_mode_np*' 'logging_mpi_np*' 'logging_host_mpi_np*'
+      'hang_diagnosed_*' hang_first_np3 'hang_headline_*' 'watchdog_channel_*')
+    # halt_on_error: the first race fails the test; exitcode 66 is TSan's own, distinct from lockstep's codes.
+    # Open MPI is not instrumented: tsan.supp silences what TSan sees only through MPI's libraries.
+    # second_deadlock_stack: both stacks of a lock-order inversion.
+    export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp:\
+print_suppressions=0"
+    ;;
+  *)
+    echo "tests/sanitizers/run.sh: unknown sanitizer '$flavour' (asan or tsan)" >&2
+    exit 2
+    ;;
+esac
+
+# A new directory is configured; an existing one takes the options again through `meson configure`, so that an edit
+# here reaches it (`meson setup --reconfigure` keeps the values it stored for cpp_args and b_ndebug).
+if [ -f "$builddir/build.ninja" ]; then
+  meson configure "$builddir" "${options[@]}"
+else
+  meson setup "$builddir" "${options[@]}"
+fi
+
+# The tests to run, by name: meson's own list, filtered by the lists above.
+mapfile -t listed < <(meson test -C "$builddir" --no-rebuild --list "${suites[@]}" 2>/dev/null |
+  sed -n 's/^[^:]*:[^ ]* \/ //p')
+matches() { # NAME PATTERN...: whether NAME matches one of the patterns
+  local name=$1 pattern
+  shift
+  for pattern in "$@"; do
+    # shellcheck disable=SC2053 # a pattern, on purpose
+    if [[ $name == $pattern ]]; then return 0; fi
+  done
+  return 1
+}
+tests=()
+for name in "${listed[@]}"; do
+  if [ "${#exclude[@]}" -gt 0 ] && matches "$name" "${exclude[@]}"; then continue; fi
+  if [ "${#include[@]}" -gt 0 ] && ! matches "$name" "${include[@]}"; then continue; fi
+  tests+=("$name")
+done
+# A test renamed in tests/meson.build must not drop out of the run unnoticed.
+for pattern in "${include[@]}"; do
+  found=0
+  for name in "${tests[@]}"; do
+    if matches "$name" "$pattern"; then found=1; break; fi
+  done
+  if [ "$found" = 0 ]; then
+    echo "tests/sanitizers/run.sh: $flavour: no test matches '$pattern' (renamed in tests/meson.build?)" >&2
+    exit 1
+  fi
+done
+if [ "${#tests[@]}" -eq 0 ]; then
+  echo "tests/sanitizers/run.sh: $flavour: no tests selected" >&2
+  exit 1
+fi
+
+# Only the programs of the selected tests are built (meson's introspection names each test's dependencies): the TSan
+# build then compiles a fraction of the project.
+mapfile -t targets < <(python3 - "$builddir" "${tests[@]}" <<'EOF'
+import json, os, sys
+builddir, wanted = sys.argv[1], set(sys.argv[2:])
+def load(name):
+    with open(os.path.join(builddir, "meson-info", name), encoding="utf-8") as f:
+        return json.load(f)
+outputs = {t["id"]: t["filename"] for t in load("intro-targets.json")}
+needed = {os.path.relpath(path, os.path.realpath(builddir))
+          for test in load("intro-tests.json") if test["name"] in wanted
+          for dep in test["depends"] for path in outputs.get(dep, [])}
+print("\n".join(sorted(needed)))
+EOF
+)
+echo "sanitizers: $flavour: building ${#targets[@]} programs in $builddir for ${#tests[@]} tests"
+# -k 0: a program that does not build fails its own tests, not the whole sanitizer run.
+build_status=0
+ninja -C "$builddir" -k 0 "${targets[@]}" || build_status=$?
+
+rm -f "$builddir/meson-logs/testlog.json"
+# Instrumented programs start and run several times slower: timeouts are doubled (ASan) or tripled (TSan).
+multiplier=2
+if [ "$flavour" = tsan ]; then multiplier=3; fi
+status=0
+meson test -C "$builddir" --no-rebuild --print-errorlogs --timeout-multiplier "$multiplier" "$@" "${tests[@]}" ||
+  status=$?
+if [ "$build_status" != 0 ]; then
+  echo "tests/sanitizers/run.sh: $flavour: some programs did not build (ninja exit $build_status)" >&2
+  status=1
+fi
+exit "$status"
