@@ -1,3 +1,5 @@
+#include "rank_groups.hpp"
+
 #include <lockstep/batch_size.hpp>
 #include <lockstep/logging.hpp>
 
@@ -118,9 +120,9 @@ std::int64_t global_batch_size(std::int64_t per_process, int processes) {
 std::int64_t per_process_batch_size(std::int64_t global, int processes) {
     if (global < 1 || processes < 1 || global % processes != 0) {
         throw InvalidArgumentError(fmt::format(
-            "per_process_batch_size: a global batch of {} does not split evenly over {} processes; choose a global "
+            "per_process_batch_size: a global batch of {} does not split evenly over {}; choose a global "
             "batch that is a multiple of the number of processes",
-            global, processes));
+            global, detail::count_text(static_cast<std::uint64_t>(std::max(processes, 0)), "process", "processes")));
     }
     return global / processes;
 }
@@ -133,10 +135,11 @@ std::int64_t check_global_batch_size(std::int64_t per_process, int processes, st
             tuned_learning_rate * static_cast<double>(global) / static_cast<double>(tuned_global_batch);
         get_logger("lockstep.batch_size")
             .warning(
-                "the global batch is {} ({} per process x {} processes), not the {} this run was tuned for: "
+                "the global batch is {} ({} per process x {}), not the {} this run was tuned for: "
                 "scale the learning rate linearly to {:.6g} (or by the square root for adaptive optimisers), or "
                 "keep the global batch by using {} per process",
-                global, per_process, processes, tuned_global_batch, scaled,
+                global, per_process, detail::count_text(static_cast<std::uint64_t>(processes), "process", "processes"),
+                tuned_global_batch, scaled,
                 tuned_global_batch % processes == 0 ? fmt::format("{}", tuned_global_batch / processes)
                                                     : std::string("a per-process batch that divides it"));
     }

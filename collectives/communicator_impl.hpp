@@ -21,6 +21,7 @@
 #include "device_staging.hpp"
 #include "fixed_record.hpp"
 #include "operation_table.hpp"
+#include "rank_groups.hpp"
 #include "tick_clock.hpp"
 #include "watchdog.hpp"
 #include "wire_signature.hpp"
@@ -113,8 +114,9 @@ struct alignas(64) Communicator::Impl {
             prepare();
         }
         if (call.root >= size || (call.root < 0 && call.root != -1)) {
-            throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {} processes",
-                                                   op_name(call.op), call.root, size));
+            throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {}",
+                                                   op_name(call.op), call.root,
+                                                   detail::count_text(size, "process", "processes")));
         }
         payload();
     }
@@ -149,16 +151,17 @@ struct alignas(64) Communicator::Impl {
 
     void check_divisible(const Tensor& t, OpKind op) const {
         if (t.dim() == 0 || t.size(0) % size != 0) {
-            throw ShapeError(fmt::format("{}: the first dimension of {} must be a multiple of the {} processes",
-                                         op_name(op), t.str(), size));
+            throw ShapeError(
+                fmt::format("{}: the first dimension of {} must be a multiple of the number of processes, {}",
+                            op_name(op), t.str(), size));
         }
     }
     void check_peer(int peer, OpKind op) const {
         if (peer < 0 || peer >= size) {
             const bool send = op == OpKind::Send;
-            throw InvalidArgumentError(fmt::format("{}: {} {} is not a rank of this communicator of {} processes",
+            throw InvalidArgumentError(fmt::format("{}: {} {} is not a rank of this communicator of {}",
                                                    send ? "send" : "recv", send ? "destination" : "source", peer,
-                                                   size));
+                                                   detail::count_text(size, "process", "processes")));
         }
     }
 };

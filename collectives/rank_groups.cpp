@@ -30,6 +30,10 @@ std::string processes_text(const std::vector<int>& ranks) {
     return fmt::format("{} {}", ranks.size() == 1 ? "Process" : "Processes", format_rank_ranges(ranks));
 }
 
+std::string count_text(std::uint64_t count, std::string_view singular, std::string_view plural) {
+    return fmt::format("{} {}", count, count == 1 ? singular : plural);
+}
+
 std::string grouped_by_value(const std::vector<std::string>& value_of_rank) {
     std::vector<std::pair<const std::string*, std::vector<int>>> groups;
     for (std::size_t r = 0; r < value_of_rank.size(); ++r) {

@@ -42,6 +42,37 @@ std::vector<StragglerRow> gather_straggler_rows(Communicator& comm) {
     return rows;
 }
 
+namespace {
+
+// The rank the others wait for (the one that waits least) and the median wait of the others; rows has two or more.
+struct Awaited {
+    const StragglerRow* rank;
+    double median_other_wait;
+};
+
+Awaited awaited_rank(const std::vector<StragglerRow>& rows) {
+    const auto least = std::min_element(rows.begin(), rows.end(),
+                                        [](const auto& a, const auto& b) { return a.wait_seconds < b.wait_seconds; });
+    std::vector<double> others;
+    for (const auto& r : rows) {
+        if (r.rank != least->rank) others.push_back(r.wait_seconds);
+    }
+    std::sort(others.begin(), others.end());
+    const std::size_t mid = others.size() / 2;
+    return {&*least, others.size() % 2 == 1 ? others[mid] : (others[mid - 1] + others[mid]) / 2.0};
+}
+
+bool waits_too_long(const Awaited& a) {
+    const double extra = a.median_other_wait - a.rank->wait_seconds;
+    return extra > straggler_share * a.rank->elapsed_seconds && extra >= straggler_floor_seconds;
+}
+
+}  // namespace
+
+bool someone_waits(const std::vector<StragglerRow>& rows) {
+    return rows.size() > 1 && waits_too_long(awaited_rank(rows));
+}
+
 std::string format_straggler_report(const std::vector<StragglerRow>& rows) {
     if (rows.empty()) return "Straggler report: no ranks\n";
     std::string text =
@@ -53,27 +84,26 @@ std::string format_straggler_report(const std::vector<StragglerRow>& rows) {
                             r.compute_seconds(), r.wait_seconds, share);
     }
     if (rows.size() == 1) return text + "\nOne rank: nobody waits for anybody.\n";
-    const auto least = std::min_element(rows.begin(), rows.end(),
-                                        [](const auto& a, const auto& b) { return a.wait_seconds < b.wait_seconds; });
-    std::vector<double> others;
-    for (const auto& r : rows) {
-        if (r.rank != least->rank) others.push_back(r.wait_seconds);
-    }
-    std::sort(others.begin(), others.end());
-    const std::size_t mid = others.size() / 2;
-    const double median_other = others.size() % 2 == 1 ? others[mid] : (others[mid - 1] + others[mid]) / 2.0;
+    const Awaited awaited = awaited_rank(rows);
     text += fmt::format(
         "\nThe others wait for rank {} ({}): it waits {:.3f} s, the other ranks a median of {:.3f} s. {}\n",
-        least->rank, least->host, least->wait_seconds, median_other,
-        median_other - least->wait_seconds > 0.05 * std::max(least->elapsed_seconds, 1e-9)
+        awaited.rank->rank, awaited.rank->host, awaited.rank->wait_seconds, awaited.median_other_wait,
+        waits_too_long(awaited)
             ? "Give it less work or a faster device, or look for work only it does (logging, checkpoints, I/O)."
             : "The difference is small: the ranks are balanced.");
     return text;
 }
 
 std::string straggler_report(Communicator& comm) {
-    std::string text = format_straggler_report(gather_straggler_rows(comm));
-    get_logger("lockstep.straggler").warning("{}", text);
+    const std::vector<StragglerRow> rows = gather_straggler_rows(comm);
+    std::string text = format_straggler_report(rows);
+    // A warning only when it asks for action; a balanced job (or one rank) reports at INFO.
+    const Logger log = get_logger("lockstep.straggler");
+    if (someone_waits(rows)) {
+        log.warning("{}", text);
+    } else {
+        log.info("{}", text);
+    }
     return text;
 }
 

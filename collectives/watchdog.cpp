@@ -840,8 +840,8 @@ Watchdog::State::Verdict Watchdog::State::build_point_to_point(const CallRecord&
     std::string& r = v.text;
     r = fmt::format("lockstep: point-to-point call timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
                     stuck.timeout);
-    r += fmt::format("Operation: {} on a communicator of {} processes, called at {} by process {}\n", stuck_text,
-                     members.size(), site_text(stuck), my_index);
+    r += fmt::format("Operation: {} on a communicator of {}, called at {} by process {}\n", stuck_text,
+                     detail::count_text(members.size(), "process", "processes"), site_text(stuck), my_index);
     const std::vector<nlohmann::json> boards = ask_boards(members);
     if (stuck.root >= 0 && stuck.root < static_cast<int>(boards.size())) {
         const nlohmann::json& peer = boards[static_cast<std::size_t>(stuck.root)];
@@ -980,11 +980,11 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
         for (const int i : missing) missing_anywhere.insert(c.members[static_cast<std::size_t>(i)].world_rank);
         std::string s;
         if (k == 0) {
-            s += fmt::format("Operation: {} on a communicator of {} processes, called at {}\n", c.text,
-                             c.members.size(), c.site);
+            s += fmt::format("Operation: {} on a communicator of {}, called at {}\n", c.text,
+                             detail::count_text(c.members.size(), "process", "processes"), c.site);
         } else {
-            s += fmt::format("Operation: {} on a communicator of {} processes, called at {}, in flight for {:.1f} s\n",
-                             c.text, c.members.size(), c.site, c.seconds);
+            s += fmt::format("Operation: {} on a communicator of {}, called at {}, in flight for {:.1f} s\n", c.text,
+                             detail::count_text(c.members.size(), "process", "processes"), c.site, c.seconds);
         }
         std::string hint;
         if (elsewhere.empty()) {

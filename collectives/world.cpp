@@ -28,7 +28,7 @@ struct CallCount {
 void compare_call_counts(Communicator& checks, std::uint64_t made) {
     const std::vector<CallCount> all = detail::allgather_fixed(checks, CallCount{made});
     std::vector<std::string> counts;
-    for (const CallCount& c : all) counts.push_back(fmt::format("{} collectives", c.collectives));
+    for (const CallCount& c : all) counts.push_back(detail::count_text(c.collectives, "collective", "collectives"));
     if (std::all_of(counts.begin(), counts.end(), [&](const auto& c) { return c == counts.front(); })) return;
     get_logger("lockstep.debug")
         .error(every_rank,

@@ -45,9 +45,23 @@ def write(path, text):
     return path
 
 
+def without_slurm(env):
+    """The environment with no Slurm allocation in it (the test may run inside one)."""
+    return {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+
+
+def open_mpi_pmix():
+    """Whether the Open MPI on PATH says (ompi_info) it was built with PMIx: srun then needs --mpi=pmix."""
+    try:
+        text = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(line.startswith(("mca:pmix:ext", "mca:pmix:pmix")) for line in text.splitlines())
+
+
 def case_dry_run(lockstep, child, tmp, _):
-    env = dict(os.environ, LOCKSTEP_SEED="7")
-    env.pop("SLURM_JOB_ID", None)
+    env = without_slurm(dict(os.environ, LOCKSTEP_SEED="7"))
+    hosts = os.path.abspath("hosts")
     base = [lockstep, "launch", "--dry-run", "--json", "-n", "4", "--npernode", "2", "--hostfile", "hosts",
             "--debug", "--log-level", "info", "--timeout", "30", "--mpirun-args", "--tag-output --bind-to 'core'"]
     flags = "LOCKSTEP_DEBUG_MODE,LOCKSTEP_LOG_LEVEL,LOCKSTEP_TIMEOUT"
@@ -61,25 +75,87 @@ def case_dry_run(lockstep, child, tmp, _):
     check(p.returncode == 0 and plan["launcher"] == "openmpi", "openmpi dry run succeeds")
     head = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     xs = [w for name in forwarded for w in ("-x", name)]
-    check(cmd == head + ["-np", "4", "--hostfile", "hosts", "--map-by", "ppr:2:node"] + xs +
+    check(cmd == head + ["-np", "4", "--hostfile", hosts, "--map-by", "ppr:2:node"] + xs +
           ["--tag-output", "--bind-to", "core", child, "--debug", "x"], f"openmpi command: {cmd}")
+    check(plan["pmi"] is None and plan["num_nodes"] is None, "mpirun: no PMI plugin, no node count")
     check(plan["environment"] == expected_env, "openmpi: every LOCKSTEP_* variable with its value")
 
     p = run(base + ["--launcher", "hydra", child], env)
     cmd = json.loads(p.stdout)["command"]
     genv = [w for name in forwarded for w in ("-genv", name, expected_env[name])]
-    check(cmd == ["mpirun", "-n", "4", "-f", "hosts", "-ppn", "2"] + genv +
+    check(cmd == ["mpirun", "-n", "4", "-f", hosts, "-ppn", "2"] + genv +
           ["--tag-output", "--bind-to", "core", child], f"hydra command: {cmd}")
 
     slurm_env = dict(env, SLURM_JOB_ID="4242")
-    p = run(base + [child], slurm_env)  # --launcher auto: inside an allocation srun is chosen
+    # SLURM_MPI_TYPE is srun's own: srun reads it, lockstep passes no --mpi of its own.
+    p = run(base + [child], dict(slurm_env, SLURM_MPI_TYPE="pmix"))  # --launcher auto: srun inside an allocation
     plan = json.loads(p.stdout)
     check(plan["launcher"] == "srun" and "4242" in plan["detected_from"], "SLURM_JOB_ID selects srun")
-    check(plan["command"] == ["srun", "--ntasks=4", "--nodefile=hosts", "--ntasks-per-node=2",
+    check(plan["command"] == ["srun", "--ntasks=4", "--nodefile=" + hosts, "--ntasks-per-node=2",
                               "--export=ALL," + ",".join(forwarded), "--tag-output", "--bind-to", "core", child],
           f"srun command: {plan['command']}")
+    check(plan["pmi"] == {"plugin": "pmix", "source": "environment SLURM_MPI_TYPE"}, f"SLURM_MPI_TYPE: {plan['pmi']}")
     p = run(base + ["--launcher", "openmpi", child], slurm_env)
     check(json.loads(p.stdout)["launcher"] == "openmpi", "--launcher overrides Slurm detection")
+
+    # Without a user's choice, srun gets the PMI plugin the Open MPI on PATH was built for (Debian's: PMIx) among those
+    # `srun --mpi=list` offers (here a stand-in srun that answers as Slurm 22.05 does).
+    short = [lockstep, "launch", "--dry-run", "--json"]
+    srun_2205 = write(os.path.join(tmp, "srun-22.05"), "#!/bin/sh\n[ \"$1\" = --mpi=list ] || exit 1\n"
+                      "printf 'MPI plugin types are...\\n\\tpmix\\n\\tnone\\n\\tpmi2\\n"
+                      "specific pmix plugin versions available: pmix_v4\\n'\n")
+    srun_no_pmix = write(os.path.join(tmp, "srun-no-pmix"), "#!/bin/sh\n[ \"$1\" = --mpi=list ] || exit 1\n"
+                         "printf 'MPI plugin types are...\\n\\tnone\\n\\tpmi2\\n'\n")
+    os.chmod(srun_2205, 0o755)
+    os.chmod(srun_no_pmix, 0o755)
+    if open_mpi_pmix():
+        p = run(short + ["--mpirun", srun_2205, "-n", "2", child], slurm_env)
+        plan = json.loads(p.stdout)
+        check(plan["pmi"]["plugin"] == "pmix" and "ompi_info" in plan["pmi"]["source"] and
+              "could not be asked" not in plan["pmi"]["source"], f"PMIx from ompi_info and srun: {plan['pmi']}")
+        check(plan["command"][:3] == [srun_2205, "--ntasks=2", "--mpi=pmix"], f"srun gets --mpi=pmix: {plan['command']}")
+        p = run(short + ["--mpirun", srun_no_pmix, "-n", "2", child], slurm_env)
+        plan = json.loads(p.stdout)
+        check(plan["pmi"]["plugin"] is None and not any(w.startswith("--mpi") for w in plan["command"]),
+              "a Slurm without PMIx: no plugin fits, none is passed")
+        check("only none, pmi2" in p.stderr and any("only none, pmi2" in w for w in plan["warnings"]),
+              "and the warning says what srun offers")
+    p = run([lockstep, "launch", "--dry-run", "--mpirun", srun_2205, "-n", "2", child], slurm_env)
+    check("# pmi: " in p.stdout, "the text dry run shows the PMI plugin")
+    p = run(short + ["--mpirun-args", "--mpi pmi2", child], slurm_env)
+    plan = json.loads(p.stdout)
+    check(plan["pmi"] == {"plugin": "pmi2", "source": "--mpirun-args --mpi pmi2"} and
+          not any(w.startswith("--mpi=") for w in plan["command"]), "the user's --mpi wins, and is passed once")
+
+    # The process count of an allocation: flag > SLURM_NTASKS > config file > one per node of the allocation > 1.
+    config = write(os.path.join(tmp, "five.yaml"), "lockstep: 1\nnum_processes: 5\n")
+    allocation = dict(slurm_env, SLURM_NTASKS="3", SLURM_JOB_NUM_NODES="2", SLURM_MPI_TYPE="pmix")
+    plan = json.loads(run(short + [child], allocation).stdout)
+    check(plan["num_processes"] == 3 and plan["num_processes_source"] == "SLURM_NTASKS of Slurm allocation 4242",
+          f"SLURM_NTASKS gives the count: {plan['num_processes_source']}")
+    check(plan["command"][:4] == ["srun", "--ntasks=3", "-N", "2"] and plan["num_nodes"] == 2,
+          f"and the allocation's nodes: {plan['command']}")
+    plan = json.loads(run(short + ["--config", config, child], allocation).stdout)
+    check(plan["num_processes"] == 3, "SLURM_NTASKS comes before the config file")
+    plan = json.loads(run(short + ["-n", "4", child], allocation).stdout)
+    check(plan["num_processes"] == 4 and plan["num_nodes"] is None and "-N" not in plan["command"],
+          "-n comes before SLURM_NTASKS, and srun places the ranks")
+    nodes_only = dict(slurm_env, SLURM_JOB_NUM_NODES="2", SLURM_MPI_TYPE="pmix")
+    plan = json.loads(run(short + ["--config", config, child], nodes_only).stdout)
+    check(plan["num_processes"] == 5, "without SLURM_NTASKS the config file comes first")
+    plan = json.loads(run(short + [child], nodes_only).stdout)
+    check(plan["num_processes"] == 2 and "one per node" in plan["num_processes_source"],
+          "then one rank per node of the allocation")
+    plan = json.loads(run(short + [child], dict(nodes_only, SLURM_NTASKS="lots")).stdout)
+    check(plan["num_processes"] == 2, "a SLURM_NTASKS that is no count is ignored")
+    plan = json.loads(run(short + ["--launcher", "openmpi", child], dict(env, SLURM_NTASKS="3")).stdout)
+    check(plan["num_processes"] == 1 and plan["num_processes_source"] == "default",
+          "outside an allocation (no SLURM_JOB_ID) SLURM_NTASKS is ignored")
+
+    p = run(short + ["--launcher", "openmpi", "--oversubscribe", child], env)
+    check("--oversubscribe" in json.loads(p.stdout)["command"], "--oversubscribe reaches Open MPI's mpirun")
+    p = run(short + ["--launcher", "srun", "--oversubscribe", "--mpirun-args=--mpi=pmix", child], env)
+    check("--overcommit" in json.loads(p.stdout)["command"], "and srun as --overcommit")
 
     p = run([lockstep, "launch", "--dry-run", "-n", "2", "--no-debug", child, "a b"], env)
     check(p.returncode == 0 and "export LOCKSTEP_DEBUG_MODE=0" in p.stdout and "'a b'" in p.stdout,
@@ -253,6 +329,66 @@ def case_env_all_ranks(lockstep, child, tmp, np):
     p = run([lockstep, "launch", "-n", np, "--", lockstep, "env", "--all-ranks"])
     check(p.returncode == 0 and "## Differences between ranks" in p.stdout and "None" in p.stdout,
           "Markdown: the differences section says none")
+    if np != "2":
+        return
+    # Two ranks with the variables a Slurm node gives (MPMD: each rank its own environment). Per-node values may
+    # differ; a job-wide one may not. (The PMIx server's own variables cannot be changed here: MPI_Init reads them.)
+    def mpmd(job_name_0, job_name_1):
+        ranks = []
+        for node, gtids, job_name in (("n1", "0", job_name_0), ("n2", "1", job_name_1)):
+            ranks += [":", "-n", "1", "env", f"SLURMD_NODENAME={node}", f"SLURM_GTIDS={gtids}",
+                      f"SLURM_TOPOLOGY_ADDR={node}", f"SLURM_JOB_NAME={job_name}", lockstep, "env", "--all-ranks",
+                      "--json"]
+        return run(["mpirun"] + ranks[1:])
+    p = mpmd("train", "train")
+    r = json.loads(p.stdout)
+    scopes = {d["path"]: d["scope"] for d in r["differences"]}
+    check(p.returncode == 0, "per-node values that differ are no problem (exit 0)")
+    check(scopes.get("environment.SLURMD_NODENAME") == "node" and scopes.get("environment.SLURM_GTIDS") == "node" and
+          scopes.get("environment.SLURM_TOPOLOGY_ADDR") == "node", f"they are per-node fields: {scopes}")
+    check(all(d["expected"] == (d["scope"] != "job") for d in r["differences"]), "expected means not job-wide")
+    p = mpmd("train", "other")
+    r = json.loads(p.stdout)
+    scopes = {d["path"]: d["scope"] for d in r["differences"]}
+    check(p.returncode == 1 and scopes.get("environment.SLURM_JOB_NAME") == "job",
+          "a job-wide value that differs is a problem (exit 1)")
+    p = run(["mpirun"] + ["-n", "1", "env", "SLURMD_NODENAME=n1", "SLURM_JOB_NAME=a", lockstep, "env", "--all-ranks",
+                          ":", "-n", "1", "env", "SLURMD_NODENAME=n2", "SLURM_JOB_NAME=b", lockstep, "env",
+                          "--all-ranks"])
+    check(p.returncode == 1 and "## Per-node fields" in p.stdout and "**environment.SLURM_JOB_NAME**" in p.stdout,
+          "Markdown: the job-wide difference is listed apart from the per-node fields")
+
+
+def case_hints(lockstep, child, tmp, _):
+    env = without_slurm(os.environ.copy())
+    # The program is looked up before any launcher starts: a shell's exit statuses, one line, no launcher banner.
+    p = run([lockstep, "launch", "--", "./lockstep-no-such-program"], env)
+    check(p.returncode == 127 and "'./lockstep-no-such-program' does not exist" in p.stderr and
+          "Open MPI" not in p.stderr and "mpirun" not in p.stderr, "a missing program: exit 127, named, nothing started")
+    p = run([lockstep, "launch", "-n", "2", "lockstep-no-such-program"], env)
+    check(p.returncode == 127 and "not found on PATH" in p.stderr, "a name not on PATH: exit 127")
+    plain = write(os.path.join(tmp, "plain.sh"), "#!/bin/sh\nexit 0\n")
+    p = run([lockstep, "launch", plain], env)
+    check(p.returncode == 126 and "not executable" in p.stderr, "a file that is not executable: exit 126")
+    p = run([lockstep, "launch", tmp], env)
+    check(p.returncode == 126 and "directory" in p.stderr, "a directory: exit 126")
+    p = run([lockstep, "launch", "--dry-run", "--", "./lockstep-no-such-program"], env)
+    check(p.returncode == 0 and "warning" in p.stderr, "--dry-run only warns about a missing program")
+
+    # More ranks than cores, without Open MPI's own permission from the test environment.
+    strict = {k: v for k, v in env.items() if k != "OMPI_MCA_rmaps_base_oversubscribe"}
+    many = str((os.cpu_count() or 1) + 1)
+    p = run([lockstep, "launch", "-n", many, "--", child], strict)
+    check(p.returncode != 0 and "lockstep launch: there are fewer slots than the " + many in p.stderr and
+          "--oversubscribe" in p.stderr.splitlines()[-1], f"-n {many} on {os.cpu_count()} cores: the hint names "
+          "--oversubscribe")
+    hostfile = write(os.path.join(tmp, "one-slot"), "localhost slots=1\n")
+    p = run([lockstep, "launch", "-n", "2", "--hostfile", hostfile, "--", child], strict)
+    check(p.returncode != 0 and "fewer slots than the 2 processes" in p.stderr, "a hostfile's slots=1 and -n 2: the hint")
+    p = run([lockstep, "launch", "-n", "2", "--hostfile", hostfile, "--oversubscribe", "--", child], strict)
+    check(p.returncode == 0 and len(child_lines(p.stdout)) == 2, "--oversubscribe starts 2 ranks on one slot")
+    p = run([lockstep, "launch", "-n", "1", "--", child, "--exit", "4"], strict)
+    check(p.returncode == 4 and "lockstep launch:" not in p.stderr, "a program's own failure gets no hint")
 
 
 def case_selftest(lockstep, child, tmp, np):

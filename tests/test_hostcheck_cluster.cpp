@@ -243,3 +243,34 @@ BOOST_AUTO_TEST_CASE(malformed_hostfile_is_a_usage_error) {
     BOOST_TEST(run.doc["error"]["lines"][0]["line"] == 2);
     BOOST_TEST(run.err.find(file + ":2:") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(this_machine_with_a_node_over_ssh) {
+    // This machine needs no ssh, node1 does: mpirun starts one locally and one through the cluster's ssh config.
+    const std::string file = cluster("hostfile_mixed");
+    std::ofstream(file) << "localhost\n127.0.1.11\n";
+    const Run run = hostcheck({file, "--json", "--timeout", "20", "--no-mesh"});
+    BOOST_TEST(run.exit_code == 0, run.out << run.err);
+    BOOST_TEST(host_entry(run.doc, "localhost")["local"] == true);
+    BOOST_TEST(host_entry(run.doc, "localhost")["status"] == "ok");
+    BOOST_TEST(host_entry(run.doc, "127.0.1.11")["local"] == false);
+    BOOST_TEST(host_entry(run.doc, "127.0.1.11")["remote"]["hostname"] == "node1");
+    const json& m = run.doc["mpirun"];
+    BOOST_TEST(m["status"] == "ok", m.dump());
+    BOOST_TEST(m["hosts"] == json({"localhost", "127.0.1.11"}));
+    const auto answered = m["answered"].get<std::vector<std::string>>();
+    BOOST_TEST((std::find(answered.begin(), answered.end(), "node1") != answered.end()));
+    BOOST_TEST(answered.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(alike_failures_share_one_line) {
+    // Two refused addresses and two that time out fold into one line each; --no-fold lists every host.
+    const std::string file = cluster("hostfile_folded");
+    std::ofstream(file) << "127.0.1.7\n127.0.1.17\n127.0.1.11\n127.0.1.12\n";
+    const Run run = hostcheck({file, "--timeout", "20", "--no-mesh", "--skip", "mpirun"});
+    BOOST_TEST(run.exit_code == 1);
+    BOOST_TEST(run.out.find("failed refused (2): 127.0.1.[7,17]\n") != std::string::npos, run.out);
+    BOOST_TEST(run.out.find("ok (2): 127.0.1.[11-12]") != std::string::npos, run.out);
+    std::size_t remedies = 0;
+    for (auto at = run.out.find("remedy:"); at != std::string::npos; at = run.out.find("remedy:", at + 1)) ++remedies;
+    BOOST_TEST(remedies == 1u, run.out);
+}

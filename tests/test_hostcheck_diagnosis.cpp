@@ -318,7 +318,10 @@ BOOST_AUTO_TEST_CASE(commands_per_launcher) {
     const auto hydra = mpirun_argv(Launcher::Hydra, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
     BOOST_TEST((hydra == std::vector<std::string>{"mpiexec", "-f", "/tmp/h", "-n", "2", "-ppn", "1", "hostname"}));
     const auto srun = mpirun_argv(Launcher::Srun, mpich, "/tmp/h", 2, {"a", "b"}, std::nullopt);
-    BOOST_TEST((srun == std::vector<std::string>{"srun", "-N", "2", "--ntasks-per-node=1", "-w", "a,b", "hostname"}));
+    // Explicit node and task counts: inside an allocation srun would otherwise take SLURM_NTASKS for the tasks. The
+    // Slurm node name is printed, the name -w gave.
+    BOOST_TEST((srun == std::vector<std::string>{"srun", "-N", "2", "--ntasks=2", "--ntasks-per-node=1", "-w", "a,b",
+                                                 "printenv", "SLURMD_NODENAME"}));
     std::vector<HostTarget> hosts(2);
     hosts[0].host = "a";
     hosts[1].host = "b";

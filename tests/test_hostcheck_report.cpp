@@ -119,7 +119,8 @@ BOOST_AUTO_TEST_CASE(table_with_and_without_colour) {
     print_text(plain, r, TextStyle{false, false});
     const std::string text = plain.str();
     BOOST_TEST(text.find('\033') == std::string::npos);
-    BOOST_TEST(text.find("HOST") != std::string::npos);
+    BOOST_TEST(text.find("hosts: 2 in 2 groups") != std::string::npos, text);
+    BOOST_TEST(text.find("failed refused (1): n2") != std::string::npos, text);
     BOOST_TEST(text.find("remedy:") != std::string::npos);
     BOOST_TEST(text.find("Connection refused") != std::string::npos);
     BOOST_TEST(text.find("summary: problems found") != std::string::npos);
@@ -128,6 +129,10 @@ BOOST_AUTO_TEST_CASE(table_with_and_without_colour) {
     print_text(coloured, r, TextStyle{true, true});
     BOOST_TEST(coloured.str().find("\033[31m") != std::string::npos);
     BOOST_TEST(coloured.str().find("line 2: n2") != std::string::npos);  // --lines shows every line
+    std::ostringstream unfolded;
+    print_text(unfolded, r, TextStyle{false, false, false});
+    BOOST_TEST(unfolded.str().find("HOST") != std::string::npos);  // --no-fold: the table of one line per host
+    BOOST_TEST(unfolded.str().find("Connection refused") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(time_bound_grows_with_hosts_over_fanout) {

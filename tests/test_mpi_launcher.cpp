@@ -1,17 +1,22 @@
 // The MPI launcher toolkit shared by `lockstep launch` and `lockstep hostcheck`: which MPI a --version text names,
-// the launcher command spelled for each launcher, and child processes (exit codes, signals, time limits, pipes,
-// environment, PATH search).
+// the launcher command spelled for each launcher, srun's PMI plugin for an MPI library, what a failed launch's text
+// says, and child processes (exit codes, signals, time limits, pipes, environment, PATH search).
 #define BOOST_TEST_MODULE mpi_launcher
 #include <boost/test/unit_test.hpp>
 
 #include "mpi_launcher/child_process.hpp"
 #include "mpi_launcher/flavour.hpp"
+#include "mpi_launcher/launch_failure.hpp"
 #include "mpi_launcher/launcher_command.hpp"
+#include "mpi_launcher/pmi.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -256,6 +261,154 @@ BOOST_AUTO_TEST_CASE(root_and_empty_forwarding) {
     BOOST_TEST(ompi.argv().size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(oversubscribe_and_pmi) {
+    LauncherCommand ompi(Launcher::OpenMpi, "mpirun");
+    ompi.processes(3).oversubscribe();
+    BOOST_TEST(ompi.argv() == (Words{"mpirun", "-np", "3", "--oversubscribe"}), boost::test_tools::per_element());
+    LauncherCommand hydra(Launcher::Hydra, "mpiexec");
+    hydra.oversubscribe();
+    BOOST_TEST(hydra.argv().size() == 1u);  // Hydra never refuses more ranks than cores
+    LauncherCommand srun(Launcher::Srun, "srun");
+    srun.processes(2).pmi("pmix").oversubscribe();
+    BOOST_TEST(srun.argv() == (Words{"srun", "--ntasks=2", "--mpi=pmix", "--overcommit"}),
+               boost::test_tools::per_element());
+    BOOST_CHECK_THROW(LauncherCommand(Launcher::OpenMpi, "mpirun").pmi("pmix"), std::logic_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pmi)
+
+// `ompi_info --parsable` of Debian 12's Open MPI, cut to the lines that matter and some around them.
+constexpr const char* debian_ompi_info =
+    "package:Debian OpenMPI\n"
+    "ompi:version:full:4.1.4\n"
+    "ompi:version:repo:v4.1.4\n"
+    "mca:pmix:ext3x:version:\"mca:2.1.0\"\n"
+    "mca:pmix:ext3x:version:\"api:2.0.0\"\n"
+    "mca:pmix:isolated:version:\"mca:2.1.0\"\n"
+    "mca:pmix:flux:version:\"mca:2.1.0\"\n"
+    "mca:ess:pmi:version:\"mca:2.1.0\"\n"
+    "mca:ess:slurm:version:\"mca:2.1.0\"\n"
+    "mca:plm:slurm:version:\"mca:2.1.0\"\n";
+
+BOOST_AUTO_TEST_CASE(reads_ompi_info) {
+    auto pmi = parse_ompi_info_pmi(debian_ompi_info);
+    BOOST_TEST(pmi.version == "4.1.4");
+    BOOST_TEST(pmi.pmix);
+    BOOST_TEST(!pmi.pmi2);
+    BOOST_TEST(!pmi.pmi1);
+    BOOST_TEST(pmi.components == (Words{"ext3x", "isolated", "flux"}), boost::test_tools::per_element());
+    // Built --with-pmi against Slurm's libraries, without PMIx.
+    pmi = parse_ompi_info_pmi(
+        "ompi:version:full:4.0.7\nmca:pmix:s1:version:x\nmca:pmix:s2:version:x\n"
+        "mca:pmix:isolated:version:x\n");
+    BOOST_TEST(!pmi.pmix);
+    BOOST_TEST(pmi.pmi2);
+    BOOST_TEST(pmi.pmi1);
+    // The bundled PMIx of a source build.
+    BOOST_TEST(parse_ompi_info_pmi("ompi:version:full:4.1.6\nmca:pmix:pmix3x:version:x\n").pmix);
+    // Open MPI 5 has no pmix framework: PMIx is built in.
+    pmi = parse_ompi_info_pmi("ompi:version:full:5.0.3\nmca:btl:tcp:version:x\n");
+    BOOST_TEST(pmi.pmix);
+    BOOST_TEST(pmi.components.empty());
+    // Nothing known; "isolated" (a singleton) and "pmix" alone are no client.
+    pmi = parse_ompi_info_pmi("mca:pmix:isolated:version:x\nmca:pmix:pmix:version:x\ngarbage\n\n");
+    BOOST_TEST(pmi.version.empty());
+    BOOST_TEST(!pmi.pmix);
+}
+
+BOOST_AUTO_TEST_CASE(reads_srun_mpi_list) {
+    // Slurm 22.05 (Debian 12).
+    BOOST_TEST(parse_srun_mpi_list("MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\n"
+                                   "specific pmix plugin versions available: pmix_v4\n") ==
+                   (Words{"pmix", "none", "cray_shasta", "pmi2", "pmix_v4"}),
+               boost::test_tools::per_element());
+    // Slurm 20.11 and older print everything through their log prefix.
+    BOOST_TEST(parse_srun_mpi_list("srun: MPI types are...\nsrun: none\nsrun: pmi2\nsrun: pmix_v3\nsrun: pmix\n") ==
+                   (Words{"none", "pmi2", "pmix_v3", "pmix"}),
+               boost::test_tools::per_element());
+    // Several versions on one line; errors are no plugins.
+    BOOST_TEST(
+        parse_srun_mpi_list("MPI plugin types are...\n\tnone\nspecific pmix plugin versions available: "
+                            "pmix_v3,pmix_v4\nsrun: error: something\n") == (Words{"none", "pmix_v3", "pmix_v4"}),
+        boost::test_tools::per_element());
+    BOOST_TEST(parse_srun_mpi_list("").empty());
+}
+
+BOOST_AUTO_TEST_CASE(chooses_what_the_library_was_built_for) {
+    const Words slurm_2205{"pmix", "none", "cray_shasta", "pmi2", "pmix_v4"};
+    const auto ompi4 = parse_mpi_version("mpirun (Open MPI) 4.1.4");
+    const auto ompi5 = parse_mpi_version("mpirun (Open MPI) 5.0.3");
+    const auto mpich = parse_mpi_version("HYDRA build details:\n    Version: 4.0.2\n");
+
+    // Debian 12: Open MPI with PMIx only, Slurm with pmix and pmi2.
+    auto choice = choose_srun_pmi(ompi4, parse_ompi_info_pmi(debian_ompi_info), slurm_2205);
+    BOOST_TEST(choice.plugin.value_or("") == "pmix");
+    BOOST_TEST(choice.reason.find("Open MPI 4.1.4 speaks PMIx (ompi_info)") != std::string::npos);
+    BOOST_TEST(!choice.warning.has_value());
+    // Only a versioned PMIx plugin.
+    choice = choose_srun_pmi(ompi4, parse_ompi_info_pmi(debian_ompi_info), Words{"none", "pmi2", "pmix_v3"});
+    BOOST_TEST(choice.plugin.value_or("") == "pmix_v3");
+    // Built with Slurm's PMI-2 only.
+    const auto pmi2_only = parse_ompi_info_pmi("ompi:version:full:4.0.7\nmca:pmix:s2:version:x\n");
+    choice = choose_srun_pmi(ompi4, pmi2_only, slurm_2205);
+    BOOST_TEST(choice.plugin.value_or("") == "pmi2");
+    // PMIx only, and a Slurm without its PMIx plugin: nothing fits, and the warning says what to do.
+    choice = choose_srun_pmi(ompi4, parse_ompi_info_pmi(debian_ompi_info), Words{"none", "pmi2"});
+    BOOST_TEST(!choice.plugin.has_value());
+    BOOST_TEST(choice.warning.value_or("").find("only none, pmi2") != std::string::npos);
+    BOOST_TEST(choice.warning.value_or("").find("--launcher openmpi") != std::string::npos);
+    // Built with no PMI that srun serves.
+    choice = choose_srun_pmi(ompi4, parse_ompi_info_pmi("ompi:version:full:4.1.4\nmca:pmix:isolated:version:x\n"),
+                             slurm_2205);
+    BOOST_TEST(!choice.plugin.has_value());
+    BOOST_TEST(choice.warning.value_or("").find("without any PMI that srun serves") != std::string::npos);
+    // Open MPI 5 speaks PMIx without ompi_info; without srun --mpi=list the choice is the library's.
+    choice = choose_srun_pmi(ompi5, std::nullopt, std::nullopt);
+    BOOST_TEST(choice.plugin.value_or("") == "pmix");
+    BOOST_TEST(choice.reason.find("could not be asked") != std::string::npos);
+    // ompi_info alone (no mpirun on PATH) names the library.
+    choice = choose_srun_pmi(MpiInstall{}, parse_ompi_info_pmi(debian_ompi_info), slurm_2205);
+    BOOST_TEST(choice.plugin.value_or("") == "pmix");
+    // MPICH speaks the PMI-1/PMI-2 wire protocol that srun's pmi2 serves.
+    choice = choose_srun_pmi(mpich, std::nullopt, slurm_2205);
+    BOOST_TEST(choice.plugin.value_or("") == "pmi2");
+    BOOST_TEST(choice.reason.find("MPICH 4.0.2") != std::string::npos);
+    // An unknown MPI: Slurm's own default.
+    choice = choose_srun_pmi(MpiInstall{}, std::nullopt, slurm_2205);
+    BOOST_TEST(!choice.plugin.has_value());
+    BOOST_TEST(choice.reason.find("MpiDefault") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(launch_failure)
+
+BOOST_AUTO_TEST_CASE(recognises_the_launchers_texts) {
+    // Open MPI 4.1's mpirun, more processes than cores.
+    BOOST_TEST((recognise_launch_failure("-----------------------------------------------------------------------\n"
+                                         "There are not enough slots available in the system to satisfy the 3\n"
+                                         "slots that were requested by the application:\n\n  true\n") ==
+                LaunchFailure::NotEnoughSlots));
+    // An Open MPI rank started by srun without a PMI plugin it can use.
+    BOOST_TEST(
+        (recognise_launch_failure("[vm:28741] OPAL ERROR: Unreachable in file ext3x_client.c at line 112\n"
+                                  "The application appears to have been direct launched using \"srun\",\n"
+                                  "but OMPI was not built with SLURM's PMI support and therefore cannot\nexecute.\n"
+                                  "*** An error occurred in MPI_Init_thread\n") == LaunchFailure::PmiMissing));
+    BOOST_TEST((recognise_launch_failure("PMIX ERROR: UNREACHABLE in file client/pmix_client.c\n"
+                                         "*** An error occurred in MPI_Init\n") == LaunchFailure::PmiInit));
+    BOOST_TEST((recognise_launch_failure("mpirun was unable to launch the specified application as it could not "
+                                         "access\nor execute an executable:\n") == LaunchFailure::ProgramNotFound));
+    BOOST_TEST((recognise_launch_failure("slurmstepd-n1: error: execve(): ./x: No such file or directory\n") ==
+                LaunchFailure::ProgramNotFound));
+    // A program's own failure is none of these, nor is a PMIx word outside MPI_Init.
+    BOOST_TEST((recognise_launch_failure("Traceback: ValueError\n") == LaunchFailure::None));
+    BOOST_TEST((recognise_launch_failure("PMIX_RANK=3\n") == LaunchFailure::None));
+    BOOST_TEST((recognise_launch_failure(std::string(1 << 20, 'x')) == LaunchFailure::None));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(child_process)
@@ -319,6 +472,62 @@ BOOST_AUTO_TEST_CASE(foreground_child_status) {
         BOOST_TEST(what.find("cannot start 'lockstep-no-such-program'") != std::string::npos);
         BOOST_TEST(what.find("not found on PATH") != std::string::npos);
     }
+}
+
+// A scope in which this process's stderr goes to a file (the watched child's stderr is copied there).
+class StderrToFile {
+public:
+    StderrToFile() : file_(std::tmpfile()) {
+        std::fflush(stderr);
+        saved_ = ::dup(STDERR_FILENO);
+        ::dup2(::fileno(file_), STDERR_FILENO);
+    }
+    ~StderrToFile() {
+        restore();
+        std::fclose(file_);
+    }
+    StderrToFile(const StderrToFile&) = delete;
+    StderrToFile& operator=(const StderrToFile&) = delete;
+    std::string text() {
+        restore();
+        std::string out;
+        std::rewind(file_);
+        for (int c = std::fgetc(file_); c != EOF; c = std::fgetc(file_)) out.push_back(static_cast<char>(c));
+        return out;
+    }
+
+private:
+    void restore() {
+        if (saved_ < 0) return;
+        ::dup2(saved_, STDERR_FILENO);
+        ::close(saved_);
+        saved_ = -1;
+    }
+    std::FILE* file_;
+    int saved_ = -1;
+};
+
+BOOST_AUTO_TEST_CASE(foreground_stderr_is_passed_on_and_kept) {
+    const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}};
+    StderrToFile captured;
+    const auto r = run_in_foreground_watching_stderr({"sh", "-c", "echo to-out; echo to-err >&2; exit 5"}, env);
+    const std::string passed_on = captured.text();
+    BOOST_TEST(r.status == 5);
+    BOOST_TEST(r.stderr_head == "to-err\n");
+    BOOST_TEST(r.stderr_tail.empty());
+    BOOST_TEST(passed_on == "to-err\n");
+    // Past the head's limit, the start and the end are kept; everything is passed on.
+    StderrToFile large;
+    const auto big = run_in_foreground_watching_stderr(
+        {"sh", "-c", "echo first >&2; head -c 600000 /dev/zero | tr '\\0' x >&2; echo last >&2; kill -TERM $$"}, env);
+    const std::string all = large.text();
+    BOOST_TEST(big.status == 128 + SIGTERM);
+    BOOST_TEST(big.stderr_head.size() == stderr_head_limit);
+    BOOST_TEST(big.stderr_head.starts_with("first\n"));
+    BOOST_TEST(big.stderr_tail.size() == stderr_tail_limit);
+    BOOST_TEST(big.stderr_tail.ends_with("xlast\n"));
+    BOOST_TEST(all.size() == 600000u + 11u);
+    BOOST_CHECK_THROW((void)run_in_foreground_watching_stderr({"lockstep-no-such-program"}, env), SpawnError);
 }
 
 BOOST_AUTO_TEST_CASE(path_search) {

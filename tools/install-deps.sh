@@ -10,6 +10,8 @@ packages=(
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format
   openssh-server openssh-client pdsh python3-jsonschema
+  # A real Slurm for the tests (tests/slurm/cluster.sh starts its own daemons with its own config and key).
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -27,9 +27,17 @@ struct StragglerRow {
 [[nodiscard]] LOCKSTEP_API StragglerRow local_straggler_row();
 // Collective over `comm`: every rank's row, in rank order.
 [[nodiscard]] LOCKSTEP_API std::vector<StragglerRow> gather_straggler_rows(Communicator& comm);
-// The table and the verdict naming the rank the others wait for.
+// Someone really waits when the median wait of the other ranks exceeds the wait of the rank that waits least by more
+// than straggler_share of that rank's time since start and by at least straggler_floor_seconds: 5 % is where moving
+// work off one rank starts to pay, and the floor keeps a short job's start-up jitter from counting. With one rank,
+// nobody waits.
+inline constexpr double straggler_share = 0.05;
+inline constexpr double straggler_floor_seconds = 0.5;
+[[nodiscard]] LOCKSTEP_API bool someone_waits(const std::vector<StragglerRow>& rows);
+// The table and the verdict naming the rank the others wait for (balanced unless someone_waits).
 [[nodiscard]] LOCKSTEP_API std::string format_straggler_report(const std::vector<StragglerRow>& rows);
-// Collective over `comm`: gathers, formats, and logs the report on the main process; returns it on every rank.
+// Collective over `comm`: gathers, formats, and logs the report on the main process, at WARNING when someone_waits,
+// else at INFO; returns it on every rank.
 LOCKSTEP_API std::string straggler_report(Communicator& comm = Communicator::world());
 
 }  // namespace lockstep

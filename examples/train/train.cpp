@@ -1,12 +1,19 @@
 // Data-parallel training with lockstep and no framework: a two-layer MLP learns a synthetic regression task.
 //
-//   mpirun -n 2 build/examples/train/lockstep_train [--epochs 20] [--global-batch 256] [--debug] ...
+//   lockstep launch -n 2 build/examples/train/lockstep_train [--epochs 30] [--global-batch 256] [--debug] ...
 //
 // Every rank generates the same dataset from the seed and trains on its own slice of each global batch; gradients are
 // averaged with one allreduce per step over a flat buffer, so that with the same global batch 1, 2 or 4 ranks follow
 // the same loss curve. Validation runs every epoch on each rank's shard of a held-out set; a rank whose own validation
 // loss stops improving sets the early-stopping trigger, and check_trigger() stops every rank in the same epoch. With
 // no batch size given, find_executable_batch_size picks the largest that fits under the memory cap on every rank.
+//
+// The optimiser is SGD with momentum. --lr is the rate tuned for the global batch --lr-batch; the run uses the linear
+// scaling rule (Goyal et al., 2017): rate = lr x global / lr-batch, so that whatever batch the search settles on, each
+// sample moves the parameters as much as in the tuned run. A rate scaled up is reached by a linear warm-up from --lr
+// over --warmup-epochs and stops at --max-lr, past which this task no longer trains reliably at any batch. The epoch's
+// loss allreduce doubles as the agreement on divergence: a NaN or infinite loss on any rank makes the sums non-finite
+// on every rank, so all ranks stop in the same epoch and exit with status 1.
 
 #include <lockstep.hpp>
 
@@ -21,6 +28,8 @@
 #include <fstream>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace lockstep;
@@ -35,13 +44,59 @@ struct Options {
     std::int64_t hidden = 64;
     std::optional<std::int64_t> global_batch;
     std::optional<std::int64_t> batch_size;  // per process
-    std::int64_t start_batch = 4096;         // per process, for the search
-    double learning_rate = 0.05;
+    std::int64_t start_batch = 2048;         // per process, for the search
+    double learning_rate = 0.02;             // tuned for a global batch of lr_batch
+    std::int64_t lr_batch = 1024;
+    double max_learning_rate = 0.06;
+    int warmup_epochs = 2;
+    double momentum = 0.9;
     std::uint64_t seed = 1234;
-    int patience = 3;
+    int patience = 5;
     bool debug = false;
     std::string losses_file;
 };
+
+// A bad command line or a batch that does not fit the data: one line on the main process, exit status 2.
+class UsageError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// The checks CLI11 cannot phrase for a user: each names the option, the rule and the value given.
+std::optional<std::string> check(const Options& o) {
+    auto at_least = [](const char* name, auto value, auto minimum) -> std::optional<std::string> {
+        if (value >= minimum) return std::nullopt;
+        return fmt::format("{} must be at least {} (got {})", name, minimum, value);
+    };
+    auto positive = [](const char* name, double value) -> std::optional<std::string> {
+        if (std::isfinite(value) && value > 0.0) return std::nullopt;
+        return fmt::format("{} must be a positive number (got {})", name, value);
+    };
+    for (auto error : {at_least("--epochs", o.epochs, 1), at_least("--samples", o.train_samples, 1),
+                       at_least("--val-samples", o.val_samples, 1),
+                       at_least("--features", o.features, 2),  // the task reads x0 and x1
+                       at_least("--hidden", o.hidden, 1), at_least("--start-batch", o.start_batch, 1),
+                       at_least("--lr-batch", o.lr_batch, 1), at_least("--warmup-epochs", o.warmup_epochs, 0),
+                       at_least("--patience", o.patience, 1), positive("--lr", o.learning_rate),
+                       positive("--max-lr", o.max_learning_rate)}) {
+        if (error) return error;
+    }
+    if (o.global_batch && *o.global_batch < 1)
+        return fmt::format("--global-batch must be at least 1 (got {})", *o.global_batch);
+    if (o.batch_size && *o.batch_size < 1)
+        return fmt::format("--batch-size must be at least 1 (got {})", *o.batch_size);
+    if (!(o.momentum >= 0.0 && o.momentum < 1.0))
+        return fmt::format("--momentum must be in [0, 1) (got {})", o.momentum);
+    return std::nullopt;
+}
+
+// The rate for a global batch by the linear scaling rule; scaling up stops at --max-lr (or at --lr itself when that is
+// larger: an explicit --lr is never lowered).
+double scaled_learning_rate(const Options& o, std::int64_t global) {
+    const double scaled = o.learning_rate * static_cast<double>(global) / static_cast<double>(o.lr_batch);
+    if (scaled <= o.learning_rate) return scaled;
+    return std::max(o.learning_rate, std::min(scaled, o.max_learning_rate));
+}
 
 // The synthetic task: y = tanh(x . w*) + 0.1 x0 x1 + noise, x ~ N(0, 1).
 struct Dataset {
@@ -182,12 +237,21 @@ int run(const Options& opt) {
     if (opt.batch_size) {
         batch = *opt.batch_size;
     } else if (opt.global_batch) {
+        if (*opt.global_batch % size != 0) {
+            throw UsageError(
+                fmt::format("--global-batch {} does not divide evenly over {} processes", *opt.global_batch, size));
+        }
         batch = per_process_batch_size(*opt.global_batch, size);
     } else {
+        // The search starts no higher than a batch that leaves every epoch min_steps_per_epoch steps: an epoch of one
+        // or two giant steps learns little, whatever the learning rate.
+        constexpr std::int64_t min_steps_per_epoch = 4;
+        const std::int64_t start =
+            std::max<std::int64_t>(1, std::min(opt.start_batch, opt.train_samples / (min_steps_per_epoch * size)));
         std::vector<std::int64_t> identity(static_cast<std::size_t>(opt.train_samples));
         std::iota(identity.begin(), identity.end(), 0);
         const auto found = find_executable_batch_size(
-            std::min(opt.start_batch, opt.train_samples / size),
+            start,
             [&](std::int64_t candidate) {
                 // One step's forward and backward at this size: the memory a real step needs.
                 Tensor x = take_rows(train.x, identity, 0, candidate, device);
@@ -200,10 +264,20 @@ int run(const Options& opt) {
     const std::int64_t global = global_batch_size(batch, size);
     const std::int64_t steps = opt.train_samples / global;
     if (steps == 0) {
-        throw InvalidArgumentError(
+        throw UsageError(
             fmt::format("the global batch {} is larger than the {} training samples", global, opt.train_samples));
     }
     log.info("batch {} per process, {} global, {} steps per epoch", batch, global, steps);
+    const double rate = scaled_learning_rate(opt, global);
+    const std::int64_t warmup_steps = rate > opt.learning_rate ? opt.warmup_epochs * steps : 0;
+    const double linear = opt.learning_rate * static_cast<double>(global) / static_cast<double>(opt.lr_batch);
+    std::string rate_note = rate == linear                  ? std::string()
+                            : rate == opt.max_learning_rate ? fmt::format(", capped at --max-lr from {:.6g}", linear)
+                                                            : fmt::format(", kept at --lr from {:.6g}", linear);
+    if (warmup_steps > 0) rate_note += fmt::format(", reached by warm-up over {} epoch(s)", opt.warmup_epochs);
+    log.info("learning rate {:.6g} for the global batch {} ({:.6g} tuned for {}, scaled linearly{})", rate, global,
+             opt.learning_rate, opt.lr_batch, rate_note);
+    Tensor velocity = Tensor::zeros({model.params.numel()}, DType::Float32, device);
 
     std::vector<double> train_losses, val_losses;
     double best_local_val = INFINITY;
@@ -221,7 +295,15 @@ int run(const Options& opt) {
             Tensor y = take_rows(train.y, order, begin, begin + batch, device);
             const double local_loss = model.step_gradients(x, y);
             comm.allreduce_(model.grads, ReduceOp::Mean, {"gradients"});
-            ops::axpy_(-opt.learning_rate, model.grads, model.params);
+            const std::int64_t step = epoch * steps + s;
+            double step_rate = rate;
+            if (step < warmup_steps) {  // linear warm-up from the tuned rate
+                step_rate = opt.learning_rate +
+                            (rate - opt.learning_rate) * static_cast<double>(step) / static_cast<double>(warmup_steps);
+            }
+            ops::scale_(velocity, opt.momentum);  // velocity = momentum * velocity + gradient
+            ops::add_(velocity, model.grads);
+            ops::axpy_(-step_rate, velocity, model.params);
             loss_sum += local_loss;
         }
         // Mean training loss over ranks and steps; validation MSE over the whole held-out set, in chunks of one batch
@@ -243,6 +325,14 @@ int run(const Options& opt) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
         log.info("epoch {:>3}/{}: train loss {:.6f}  val loss {:.6f}  ({:.3f} s)", epoch + 1, opt.epochs, train_loss,
                  val_loss, seconds);
+        // The sums above are the agreement: one rank's NaN or infinity makes them non-finite on every rank.
+        if (!std::isfinite(train_loss) || !std::isfinite(val_loss)) {
+            log.error(
+                "training diverged: the loss is not finite in epoch {} (train {}, val {}) at learning rate {:.6g}; "
+                "every rank stops. Lower --lr or --max-lr",
+                epoch + 1, train_loss, val_loss, rate);
+            return 1;
+        }
 
         // Early stopping on each rank's own shard: whichever rank sees no improvement first stops them all.
         if (local_val < best_local_val - 1e-6) {
@@ -280,29 +370,52 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Every rank parses the same command line; only the main process (known from the launcher's variables before MPI
+    // starts) prints help and usage errors, so that N ranks do not print N copies.
+    const bool main_process = identity_from_environment().is_main_process();
+    auto usage_error = [&](const std::string& message) {
+        if (main_process) std::fprintf(stderr, "lockstep_train: %s (see --help)\n", message.c_str());
+        return 2;
+    };
     Options opt;
     CLI::App app{"lockstep data-parallel training example: a two-layer MLP on a synthetic regression task"};
-    app.add_option("--epochs", opt.epochs, "Epochs at most")->check(CLI::PositiveNumber);
-    app.add_option("--samples", opt.train_samples, "Training samples")->check(CLI::PositiveNumber);
-    app.add_option("--val-samples", opt.val_samples, "Validation samples")->check(CLI::PositiveNumber);
-    app.add_option("--features", opt.features, "Input features")->check(CLI::PositiveNumber);
-    app.add_option("--hidden", opt.hidden, "Hidden units")->check(CLI::PositiveNumber);
-    auto* global = app.add_option("--global-batch", opt.global_batch, "Global batch (split over the processes)")
-                       ->check(CLI::PositiveNumber);
+    app.option_defaults()->always_capture_default();
+    app.get_formatter()->column_width(28);
+    app.add_option("--epochs", opt.epochs, "Epochs at most");
+    app.add_option("--samples", opt.train_samples, "Training samples");
+    app.add_option("--val-samples", opt.val_samples, "Validation samples");
+    app.add_option("--features", opt.features, "Input features (at least 2)");
+    app.add_option("--hidden", opt.hidden, "Hidden units");
+    auto* global = app.add_option("--global-batch", opt.global_batch,
+                                  "Global batch, split over the processes (default: searched)");
     app.add_option("--batch-size", opt.batch_size, "Per-process batch (default: searched under the memory cap)")
-        ->check(CLI::PositiveNumber)
         ->excludes(global);
-    app.add_option("--start-batch", opt.start_batch, "Per-process batch the search starts from")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--lr", opt.learning_rate, "Learning rate")->check(CLI::PositiveNumber);
+    app.add_option(
+        "--start-batch", opt.start_batch,
+        "Per-process batch the search starts from, at most samples / (4 x processes); halved on out of memory");
+    app.add_option("--lr", opt.learning_rate, "Learning rate tuned for a global batch of --lr-batch");
+    app.add_option("--lr-batch", opt.lr_batch,
+                   "Global batch --lr is tuned for: the rate is lr x global batch / lr-batch");
+    app.add_option("--max-lr", opt.max_learning_rate, "Ceiling of a rate scaled up");
+    app.add_option("--warmup-epochs", opt.warmup_epochs, "Epochs of warm-up from --lr to a rate scaled up");
+    app.add_option("--momentum", opt.momentum, "SGD momentum, in [0, 1)");
     app.add_option("--seed", opt.seed, "Seed of data, initialisation and shuffling");
-    app.add_option("--patience", opt.patience, "Epochs without improvement before stopping")
-        ->check(CLI::PositiveNumber);
+    app.add_option("--patience", opt.patience, "Epochs without improvement before stopping");
     app.add_flag("--debug", opt.debug, "Check every collective's signature across ranks");
     app.add_option("--losses-file", opt.losses_file, "Write per-epoch losses (exact hexadecimal floats) here");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        if (main_process) std::fputs(app.help().c_str(), stdout);
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        return usage_error(e.what());
+    }
+    if (const auto error = check(opt)) return usage_error(*error);
     try {
         return run(opt);
+    } catch (const UsageError& e) {
+        return usage_error(e.what());
     } catch (const Error& e) {
         std::fprintf(stderr, "lockstep_train: %s\n", e.what());
         return 1;

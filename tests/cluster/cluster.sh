@@ -281,7 +281,8 @@ cluster_processes() {  # dir
     pid=${cmdline#/proc/}
     pid=${pid%/cmdline}
     [ "$pid" = "$$" ] && continue
-    if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
+    # A process may end between the glob and the read: the redirection's own error is silenced too.
+    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
   done
   return 0
 }

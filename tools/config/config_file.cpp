@@ -17,17 +17,25 @@
 namespace lockstep::config_file {
 namespace {
 
-// nullopt when the library accepts `text` for `variable`; else its explanation.
+// nullopt when the library accepts `text` for `variable`; else its explanation, blamed on the answer: the
+// library's message names the variable the answer was tried as ("invalid configuration from environment ...: "),
+// which is not where the user typed it.
 std::optional<std::string> library_rejects(const char* variable, const std::string& text) {
     try {
         (void)Config::resolve({}, map_environment({{variable, text}, {env_names::config_file, ""}}));
         return std::nullopt;
     } catch (const ConfigError& e) {
-        return std::string(e.what());
+        std::string why = e.what();
+        const std::string prefix = fmt::format("invalid configuration from {}: ", e.source());
+        if (why.starts_with(prefix)) why.erase(0, prefix.size());
+        return why;
     }
 }
 
-std::string ask_one(std::istream& in, std::ostream& out, const std::string& question, const std::string& fallback,
+// Asks until an answer is accepted; a refusal is blamed on the answer for `topic` ("the log level"), the words the
+// user typed, never on the variable the library tried it as.
+std::string ask_one(std::istream& in, std::ostream& out, const std::string& topic, const std::string& question,
+                    const std::string& fallback,
                     const std::function<std::optional<std::string>(const std::string&)>& rejects) {
     for (;;) {
         out << question << " [" << fallback << "]: " << std::flush;
@@ -40,7 +48,7 @@ std::string ask_one(std::istream& in, std::ostream& out, const std::string& ques
         std::string answer = first == std::string::npos ? "" : line.substr(first, last - first + 1);
         if (answer.empty()) answer = fallback;
         if (const auto why = rejects(answer)) {
-            out << "  " << *why << "\n";
+            out << "  Your answer for " << topic << " cannot be used: " << *why << "\n";
             continue;
         }
         return answer;
@@ -132,7 +140,7 @@ void write_file(const std::string& path, const std::string& text, bool force) {
 Settings ask(std::istream& in, std::ostream& out) {
     Settings s;
     const auto count =
-        ask_one(in, out, "How many processes should `lockstep launch` start by default?",
+        ask_one(in, out, "the number of processes", "How many processes should `lockstep launch` start by default?",
                 std::to_string(s.num_processes), [](const std::string& text) -> std::optional<std::string> {
                     int n = 0;
                     const auto [end, errc] = std::from_chars(text.data(), text.data() + text.size(), n);
@@ -145,19 +153,21 @@ Settings ask(std::istream& in, std::ostream& out) {
                     return std::nullopt;
                 });
     s.num_processes = std::stoi(count);
-    const auto debug = ask_one(in, out, "Check every collective's arguments across ranks (debug mode)? yes/no", "no",
-                               [](const std::string& t) { return library_rejects(env_names::debug, t); });
+    const auto debug =
+        ask_one(in, out, "debug mode", "Check every collective's arguments across ranks (debug mode)? yes/no", "no",
+                [](const std::string& t) { return library_rejects(env_names::debug, t); });
     s.debug = parse_bool(debug).value_or(false);
-    s.log_level = ask_one(in, out, "Log level (DEBUG, INFO, WARNING, ERROR, CRITICAL)?", s.log_level,
+    s.log_level = ask_one(in, out, "the log level", "Log level (DEBUG, INFO, WARNING, ERROR, CRITICAL)?", s.log_level,
                           [](const std::string& t) { return library_rejects(env_names::log_level, t); });
     s.log_level = std::string(log_level_name(*parse_log_level(s.log_level)));
-    s.timeout = ask_one(in, out, "Seconds a collective may take before it is reported as a hang?", s.timeout,
-                        [](const std::string& t) { return library_rejects(env_names::timeout, t); });
-    s.cpu_memory_limit = ask_one(in, out, "Cap on host memory for tensors (e.g. 8GiB, or none)?", s.cpu_memory_limit,
-                                 [](const std::string& t) { return library_rejects(env_names::cpu_memory_limit, t); });
-    s.seed = ask_one(in, out, "Seed of the default random generator?", s.seed,
+    s.timeout = ask_one(in, out, "the timeout", "Seconds a collective may take before it is reported as a hang?",
+                        s.timeout, [](const std::string& t) { return library_rejects(env_names::timeout, t); });
+    s.cpu_memory_limit =
+        ask_one(in, out, "the memory cap", "Cap on host memory for tensors (e.g. 8GiB, or none)?", s.cpu_memory_limit,
+                [](const std::string& t) { return library_rejects(env_names::cpu_memory_limit, t); });
+    s.seed = ask_one(in, out, "the seed", "Seed of the default random generator?", s.seed,
                      [](const std::string& t) { return library_rejects(env_names::seed, t); });
-    s.mixed_precision = ask_one(in, out, "Mixed precision (no, fp16, bf16, fp8)?", s.mixed_precision,
+    s.mixed_precision = ask_one(in, out, "mixed precision", "Mixed precision (no, fp16, bf16, fp8)?", s.mixed_precision,
                                 [](const std::string& t) -> std::optional<std::string> {
                                     for (const char* ok : {"no", "fp16", "bf16", "fp8"}) {
                                         if (t == ok) return std::nullopt;

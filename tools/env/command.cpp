@@ -95,9 +95,10 @@ Subcommand add_env_command(CLI::App& parent) {
         "env",
         "Print the environment for a bug report: lockstep version and commit, OS and kernel, compiler, MPI library "
         "and whether it is CUDA-aware, CUDA versions and every GPU, CPU, RAM, /dev/shm, the config file and its "
-        "resolved settings, and the LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables.");
+        "resolved settings, and the LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables and SLURMD_NODENAME.");
     app->footer(
-        "Exit status: 0 report printed; 1 the config file cannot be used, or (--all-ranks) ranks differ;\n"
+        "Exit status: 0 report printed; 1 the config file cannot be used, or (--all-ranks) ranks differ in a\n"
+        "job-wide field (per-node and per-rank fields such as SLURMD_NODENAME or PMIX_RANK are expected to differ);\n"
         "2 usage error. The JSON schema is described in docs/cli.md.\n"
         "--all-ranks runs on every rank of a job: lockstep launch -n 4 -- lockstep env --all-ranks");
     app->add_flag("--json", cl->json, "Print JSON (schema lockstep.env/1) instead of Markdown");

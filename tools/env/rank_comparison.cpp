@@ -41,16 +41,52 @@ std::string value_text(const json& value) {
 
 }  // namespace
 
-bool is_expected_difference(const std::string& path) {
-    if (path.starts_with("identity.") || path == "host.hostname") return true;
-    if (!path.starts_with("environment.")) return false;
+std::string_view to_string(FieldScope scope) noexcept {
+    switch (scope) {
+        case FieldScope::Job:
+            return "job";
+        case FieldScope::Node:
+            return "node";
+        case FieldScope::Rank:
+            return "rank";
+    }
+    return "job";
+}
+
+FieldScope field_scope(const std::string& path) {
+    if (path.starts_with("identity.")) return FieldScope::Rank;
+    if (path == "host.hostname") return FieldScope::Node;
+    if (!path.starts_with("environment.")) return FieldScope::Job;
     std::string name = path.substr(std::string("environment.").size());
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    // The launcher tells each rank who it is through these; they differ by design.
-    for (std::string_view mark : {"RANK", "PMIX_ID", "VPID", "PROCID", "LOCALID", "NODEID", "TASK_PID"}) {
-        if (name.find(mark) != std::string::npos) return true;
+    auto mentions = [&name](std::initializer_list<std::string_view> marks) {
+        return std::any_of(marks.begin(), marks.end(),
+                           [&name](std::string_view mark) { return name.find(mark) != std::string::npos; });
+    };
+    // What a node's daemon (slurmd and its PMIx server, Open MPI's orted) tells the ranks it starts: the node's name
+    // and number, its server's address and files, the ranks it holds. Checked before the per-rank marks, because
+    // SLURM_NODEID and OMPI_COMM_WORLD_LOCAL_SIZE name a node, not a rank.
+    static const std::set<std::string, std::less<>> node_names = {
+        "SLURMD_NODENAME", "SLURM_NODEID",    "SLURM_TOPOLOGY_ADDR", "SLURM_GTIDS", "SLURM_CPUS_ON_NODE",
+        "SLURM_JOB_GPUS",  "SLURM_STEP_GPUS", "PMIX_HOSTNAME",       "PMIX_NODEID", "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "PMI_LOCAL_SIZE",  "MPI_LOCALNRANKS",
+    };
+    if (node_names.contains(name)) return FieldScope::Node;
+    if (mentions({"SERVER_URI", "DAEMON_URI", "TMPDIR", "TMP_DIR", "SESSION_DIR", "DSTORE", "SERVER_PIDINFO"})) {
+        return FieldScope::Node;
     }
-    return false;
+    // The launcher tells each rank who it is through these. Open MPI's app context number and its program and
+    // arguments differ between the parts of an MPMD launch (`mpirun -n 1 a : -n 1 b`).
+    if (mentions({"RANK", "PMIX_ID", "VPID", "PROCID", "LOCALID", "TASK_PID", "CPU_BIND", "OMPI_FILE_LOCATION",
+                  "PMI_FD", "APP_NUM"}) ||
+        name == "OMPI_ARGV" || name == "OMPI_COMMAND") {
+        return FieldScope::Rank;
+    }
+    return FieldScope::Job;
+}
+
+bool is_expected_difference(const std::string& path) {
+    return field_scope(path) != FieldScope::Job;
 }
 
 bool RankComparison::has_unexpected() const {
@@ -67,7 +103,8 @@ RankComparison compare_reports(const std::vector<json>& reports) {
         for (const auto& entry : flat[r]) paths.insert(entry.first);
     }
     for (const auto& path : paths) {
-        FieldDifference difference{path, {}, is_expected_difference(path)};
+        const FieldScope scope = field_scope(path);
+        FieldDifference difference{path, {}, scope, scope != FieldScope::Job};
         for (std::size_t r = 0; r < reports.size(); ++r) {
             const auto it = flat[r].find(path);
             const json value = it == flat[r].end() ? json(nullptr) : it->second;
@@ -90,14 +127,28 @@ RankComparison compare_reports(const std::vector<json>& reports) {
 std::string render_all_ranks_markdown(const std::vector<json>& reports, const RankComparison& comparison, bool colour) {
     const std::string on = colour ? "\033[1;31m" : "";
     const std::string off = colour ? "\033[0m" : "";
-    std::string out = fmt::format("# lockstep environment of {} ranks\n\n", comparison.ranks);
+    std::string out =
+        fmt::format("# lockstep environment of {} {}\n\n", comparison.ranks, comparison.ranks == 1 ? "rank" : "ranks");
     std::vector<const FieldDifference*> unexpected;
-    std::vector<const FieldDifference*> expected;
-    for (const auto& d : comparison.differences) (d.expected ? expected : unexpected).push_back(&d);
+    std::vector<const FieldDifference*> per_node;
+    std::vector<const FieldDifference*> per_rank;
+    for (const auto& d : comparison.differences) {
+        switch (d.scope) {
+            case FieldScope::Job:
+                unexpected.push_back(&d);
+                break;
+            case FieldScope::Node:
+                per_node.push_back(&d);
+                break;
+            case FieldScope::Rank:
+                per_rank.push_back(&d);
+                break;
+        }
+    }
 
     out += "## Differences between ranks\n\n";
     if (unexpected.empty()) {
-        out += "None: every rank reports the same environment.\n";
+        out += "None: every job-wide field is the same on every rank.\n";
     } else {
         for (const auto* d : unexpected) {
             out += fmt::format("- {}**{}**{}\n", on, d->path, off);
@@ -107,9 +158,8 @@ std::string render_all_ranks_markdown(const std::vector<json>& reports, const Ra
             }
         }
     }
-    if (!expected.empty()) {
-        out += "\n## Per-rank fields (expected to differ)\n\n";
-        for (const auto* d : expected) {
+    auto list = [&out](const std::vector<const FieldDifference*>& fields) {
+        for (const auto* d : fields) {
             std::string line;
             for (const auto& g : d->groups) {
                 line +=
@@ -117,6 +167,14 @@ std::string render_all_ranks_markdown(const std::vector<json>& reports, const Ra
             }
             out += fmt::format("- {}: {}\n", d->path, line);
         }
+    };
+    if (!per_node.empty()) {
+        out += "\n## Per-node fields (expected to differ between nodes)\n\n";
+        list(per_node);
+    }
+    if (!per_rank.empty()) {
+        out += "\n## Per-rank fields (expected to differ)\n\n";
+        list(per_rank);
     }
     out += "\n## Report of rank 0\n\n";
     if (!reports.empty()) out += render_markdown(reports.front(), colour);
@@ -128,7 +186,8 @@ json all_ranks_json(const std::vector<json>& reports, const RankComparison& comp
     for (const auto& d : comparison.differences) {
         json groups = json::array();
         for (const auto& g : d.groups) groups.push_back({{"ranks", g.ranks}, {"value", g.value}});
-        differences.push_back({{"path", d.path}, {"expected", d.expected}, {"groups", groups}});
+        differences.push_back(
+            {{"path", d.path}, {"scope", to_string(d.scope)}, {"expected", d.expected}, {"groups", groups}});
     }
     return {{"schema", "lockstep.env-all-ranks/1"}, {"ranks", reports}, {"differences", differences}};
 }

@@ -159,9 +159,9 @@ json environment_section() {
         const std::size_t eq = text.find('=');
         if (eq == std::string_view::npos) continue;
         const std::string_view name = text.substr(0, eq);
-        // PMI covers Hydra's PMI_* and PMIx's PMIX_*.
+        // PMI covers Hydra's PMI_* and PMIx's PMIX_*; SLURMD_NODENAME is the Slurm node a rank runs on.
         if (name.starts_with("LOCKSTEP_") || name.starts_with("OMPI_") || name.starts_with("PMI") ||
-            name.starts_with("SLURM_")) {
+            name.starts_with("SLURM_") || name == "SLURMD_NODENAME") {
             chosen.emplace(name, text.substr(eq + 1));
         }
     }
@@ -257,7 +257,7 @@ std::string render_markdown(const json& r, bool colour) {
         }
     }
 
-    out += "\n### Environment variables (LOCKSTEP_*, OMPI_*, PMI*, SLURM_*)\n\n";
+    out += "\n### Environment variables (LOCKSTEP_*, OMPI_*, PMI*, SLURM_*, SLURMD_NODENAME)\n\n";
     if (r["environment"].empty()) {
         out += "none set\n";
     } else {

@@ -32,6 +32,8 @@ struct CommandLine {
     std::vector<std::string> skip;
     bool json = false;
     bool all_lines = false;
+    bool no_fold = false;
+    std::string nodelist;
     std::string colour = "auto";
 };
 
@@ -88,6 +90,15 @@ int run(CommandLine& cl) {
         if (!cl.ssh_command.empty()) o.ssh_command = cl.ssh_command;
         o.launcher = ml::parse_launcher(cl.launcher);  // nullopt for "auto"
         o.skip.insert(cl.skip.begin(), cl.skip.end());
+        if (!cl.nodelist.empty()) {
+            o.nodelist = cl.nodelist;
+            o.nodelist_origin = "-w";
+        } else if (const char* allocation = std::getenv("SLURM_JOB_NODELIST");
+                   o.hostfile.empty() && allocation != nullptr && *allocation != '\0') {
+            // Inside an allocation the job's nodes are the hosts to check, as srun would use them.
+            o.nodelist = allocation;
+            o.nodelist_origin = "SLURM_JOB_NODELIST";
+        }
 
         Progress progress;
         o.progress = [&progress](std::string_view stage, std::size_t done, std::size_t total) {
@@ -98,7 +109,7 @@ int run(CommandLine& cl) {
         if (cl.json) {
             hc::write_json(std::cout, report);
         } else {
-            hc::print_text(std::cout, report, hc::TextStyle{colour_wanted(cl.colour), cl.all_lines});
+            hc::print_text(std::cout, report, hc::TextStyle{colour_wanted(cl.colour), cl.all_lines, !cl.no_fold});
         }
         std::cout.flush();
         return report.exit_code();
@@ -127,12 +138,17 @@ Subcommand add_hostcheck_command(CLI::App& parent) {
     app->footer(
         "Parses the hostfile as each MPI would, resolves the names, probes passwordless ssh to every host (and\n"
         "between hosts), compares the MPI installed on each, and runs the classic 'mpirun ... hostname' check. Every\n"
-        "failure comes with ssh's exact text and a remedy; the whole run ends within a known time bound.\n\n"
-        "Exit status: 0 all well, 1 problems found, 2 usage or hostfile error.\n"
+        "failure comes with ssh's exact text and a remedy; the whole run ends within a known time bound. Hosts that\n"
+        "are this machine need no ssh; srun needs none at all.\n\n"
+        "Exit status: 0 no problem found ('all well' only when no check was skipped), 1 problems found, 2 usage\n"
+        "or hostfile error. Alike hosts share one line of the table, their names folded (node[01-08,10]).\n"
         "The ssh command is the one mpirun uses: --ssh-command, else Open MPI's plm_rsh_agent (OMPI_MCA_plm_rsh_agent\n"
         "or mca-params.conf), else Hydra's HYDRA_LAUNCHER_EXEC, else ssh. The JSON schema is in docs/hostcheck.md.");
-    app->add_option("hostfile", cl->options.hostfile, "The hostfile (OpenMPI, Hydra, plain or Slurm node-list form)")
-        ->required();
+    app->add_option("hostfile", cl->options.hostfile,
+                    "The hostfile (OpenMPI, Hydra, plain or Slurm node-list form); '-' reads it from stdin. "
+                    "Default inside a Slurm allocation: the job's nodes (SLURM_JOB_NODELIST)");
+    app->add_option("--nodelist,-w", cl->nodelist,
+                    "Check these hosts instead of a hostfile's: a Slurm node list, e.g. node[01-08,10],login1");
     app->add_option("--format", cl->format, "Hostfile form; detected from the lines when auto")
         ->check(CLI::IsMember({"auto", "openmpi", "hydra", "plain", "slurm"}))
         ->capture_default_str();
@@ -163,8 +179,12 @@ Subcommand add_hostcheck_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--skip", cl->skip, "Stages to leave out: resolve, probe, mesh, mpirun (repeat or comma-separate)")
         ->delimiter(',')
+        ->allow_extra_args(false)  // one word per --skip: the hostfile after it is not a stage
         ->check(CLI::IsMember({"resolve", "probe", "mesh", "mpirun"}));
     app->add_flag("--json", cl->json, "Print the report as JSON (schema lockstep.hostcheck/1) instead of a table");
+    app->add_flag("--no-fold", cl->no_fold,
+                  "One table line per host; by default alike hosts share one line with their names folded into a "
+                  "node list (node[01-08,10])");
     app->add_flag("--lines", cl->all_lines,
                   "Show how OpenMPI and Hydra read every hostfile line, not only notable ones");
     app->add_option("--color", cl->colour,

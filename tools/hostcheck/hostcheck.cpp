@@ -83,6 +83,15 @@ void validate(const Options& o) {
     if (o.timeout.count() < 1) throw UsageError("--timeout must be at least 1 second");
     if (o.max_time && o.max_time->count() < 1) throw UsageError("--max-time must be at least 1 second");
     if (o.mesh_sample && *o.mesh_sample < 1) throw UsageError("--mesh-sample must be at least 1");
+    if (o.nodelist && !o.hostfile.empty()) {
+        throw UsageError(fmt::format("give either a hostfile or {} NODELIST, not both", o.nodelist_origin));
+    }
+    if (!o.nodelist && o.hostfile.empty()) {
+        throw UsageError(
+            "no hosts to check: give a hostfile ('-' reads stdin), or -w NODELIST, or run inside a Slurm "
+            "allocation (SLURM_JOB_NODELIST)");
+    }
+    if (o.nodelist && o.format) throw UsageError("--format is for hostfiles; a node list is always in Slurm form");
     for (const auto& s : o.skip) {
         if (!stage_names.contains(s)) {
             throw UsageError(
@@ -98,14 +107,33 @@ void set_problem(HostReport& h, Problem p, std::string evidence, std::string lin
     h.status = p == Problem::SameMachine ? HostStatus::Warning : HostStatus::Failed;
 }
 
+// Hosts that are this machine need no ssh: they are ok as far as ssh goes, with a note saying why they are local.
+void mark_local(Report& r, const ThisMachine& machine, const std::vector<Resolution>* resolutions) {
+    for (std::size_t i = 0; i < r.hosts.size(); ++i) {
+        auto& h = r.hosts[i];
+        const auto why = local_reason(h.host, resolutions != nullptr ? &(*resolutions)[i] : nullptr, machine);
+        if (!why) continue;
+        h.local = true;
+        h.status = HostStatus::Ok;
+        h.details.push_back(
+            fmt::format("local: this machine ({}); the launcher starts its processes here without ssh", *why));
+    }
+}
+
 void resolve_stage(Report& r, const Options& o, mpi_launcher::Clock::time_point deadline) {
     std::vector<std::string> names;
     for (const auto& t : r.hostfile.targets) names.push_back(t.host);
-    const auto resolutions = resolve_names(names, o.fanout, deadline);
+    // This machine's own name too: its canonical name (the FQDN) is one of its names.
+    names.push_back(this_machine_name());
+    auto resolutions = resolve_names(names, o.fanout, deadline);
+    const ThisMachine machine = this_machine(resolutions.back().canonical_name);
+    names.pop_back();
+    resolutions.pop_back();
+    mark_local(r, machine, &resolutions);
     for (std::size_t i = 0; i < r.hosts.size(); ++i) {
         auto& h = r.hosts[i];
         h.addresses = resolutions[i].addresses;
-        if (resolutions[i].error) {
+        if (resolutions[i].error && !h.local) {
             const std::string text = fmt::format("getaddrinfo(\"{}\"): {}", h.host, *resolutions[i].error);
             set_problem(h, Problem::Dns, text, text);
         } else if (h.status == HostStatus::Skipped) {
@@ -139,6 +167,7 @@ void probe_stage(Report& r, const Options& o, const std::vector<std::string>& da
     po.timeout = o.timeout;
     po.deadline = deadline;
     if (o.progress) po.progress = [&](std::size_t d, std::size_t t) { o.progress("probe", d, t); };
+    for (const auto& h : r.hosts) po.local.push_back(h.local);
     const auto outcomes = probe_hosts(r.hostfile.targets, r.settings.agent, daemons, po);
     for (std::size_t i = 0; i < r.hosts.size(); ++i) {
         auto& h = r.hosts[i];
@@ -265,8 +294,9 @@ mpi_launcher::Seconds time_bound(const Options& o, std::size_t hosts) {
     if (!o.skip.contains("probe")) {
         bound += (o.timeout + seconds(1)) * static_cast<long>(rounds(hosts, o.fanout)) + local_checks_budget;
         if (!o.skip.contains("mesh") && o.mesh != MeshMode::Off) bound += mesh_bound(o, hosts);
-        if (!o.skip.contains("mpirun")) bound += o.mpirun_timeout + mpirun_grace;
     }
+    // The launch check runs without the probe too: on this machine alone, or through srun.
+    if (!o.skip.contains("mpirun")) bound += o.mpirun_timeout + mpirun_grace;
     return bound;
 }
 
@@ -275,7 +305,9 @@ Report run_hostcheck(const Options& o) {
     const auto start = mpi_launcher::Clock::now();
     Report r;
     r.tool_version = LOCKSTEP_TOOL_VERSION;
-    r.hostfile = read_hostfile(o.hostfile, o.format);
+    r.hostfile = o.nodelist ? nodelist_hosts(*o.nodelist, o.nodelist_origin,
+                                             o.nodelist_origin == "-w" ? "option" : "environment")
+                            : read_hostfile(o.hostfile, o.format);
     const std::size_t n = r.hostfile.targets.size();
     r.settings.fanout = o.fanout;
     r.settings.timeout = o.timeout;
@@ -290,15 +322,14 @@ Report run_hostcheck(const Options& o) {
     };
 
     std::set<std::string> skip = o.skip;
-    if (skip.contains("probe")) {
-        skip.insert("mesh");
-        skip.insert("mpirun");
-    }
+    if (skip.contains("probe")) skip.insert("mesh");
     if (o.mesh == MeshMode::Off) skip.insert("mesh");
     r.settings.skipped_stages.assign(skip.begin(), skip.end());
 
     r.settings.local_mpi = detect_local_mpi(stage_deadline(local_detection_budget));
     r.settings.tree_spawn = openmpi_tree_spawn(r.settings.local_mpi);
+    const mpi_launcher::Launcher launcher = o.launcher.value_or(choose_launcher(r.settings.local_mpi));
+    r.settings.launcher = launcher;
     if (!skip.contains("probe")) {
         r.settings.agent = resolve_ssh_agent(o.ssh_command, r.settings.local_mpi);
     } else {
@@ -310,6 +341,9 @@ Report run_hostcheck(const Options& o) {
     if (!skip.contains("resolve")) {
         if (o.progress) o.progress("resolve", 0, n);
         resolve_stage(r, o, stage_deadline(o.timeout));
+    } else {
+        // By name and literal address only: nothing is looked up.
+        mark_local(r, this_machine(), nullptr);
     }
     if (!skip.contains("probe")) {
         const auto daemons = launcher_daemons(r.settings.local_mpi);
@@ -327,9 +361,10 @@ Report run_hostcheck(const Options& o) {
         }
     }
 
+    // The mesh is ssh between nodes: this machine's daemons are started by mpirun itself, never over ssh.
     std::vector<std::size_t> reached;
     for (std::size_t i = 0; i < n; ++i) {
-        if (r.hosts[i].remote) reached.push_back(i);
+        if (r.hosts[i].remote && !r.hosts[i].local) reached.push_back(i);
     }
     if (skip.contains("mesh")) {
         r.mesh.reason = o.mesh == MeshMode::Off ? "--no-mesh" : "skipped";
@@ -339,7 +374,7 @@ Report run_hostcheck(const Options& o) {
         if (!wanted) {
             r.mesh.reason = "tree spawn is off or the launcher is not Open MPI; --mesh checks node-to-node ssh anyway";
         } else if (reached.size() < 2) {
-            r.mesh.reason = "fewer than two nodes were reached";
+            r.mesh.reason = "fewer than two nodes were reached over ssh";
         } else if (mpi_launcher::Clock::now() >= deadline) {
             r.mesh.reason = "--max-time reached";
         } else {
@@ -354,19 +389,30 @@ Report run_hostcheck(const Options& o) {
         }
     }
 
+    // Who the launch check starts on. srun needs no ssh (slurmd starts the tasks), and takes Slurm's node names
+    // whether or not they resolve here; mpirun and mpiexec start this machine's processes themselves and reach the
+    // other hosts over ssh, so those need the probe to have passed them.
+    const bool srun = launcher == mpi_launcher::Launcher::Srun;
+    const std::size_t remote_hosts = static_cast<std::size_t>(
+        std::count_if(r.hosts.begin(), r.hosts.end(), [](const HostReport& h) { return !h.local; }));
     if (skip.contains("mpirun")) {
         r.mpirun.reason = "skipped";
+    } else if (!srun && skip.contains("probe") && remote_hosts > 0) {
+        r.mpirun.reason = fmt::format("the ssh probe was skipped, and {} reaches {} of the hosts over ssh",
+                                      launcher == mpi_launcher::Launcher::Hydra ? "mpiexec" : "mpirun", remote_hosts);
     } else if (mpi_launcher::Clock::now() >= deadline) {
         r.mpirun.reason = "--max-time reached";
     } else {
+        const std::string here = this_machine_name();
         std::vector<HostTarget> hosts;
         std::vector<std::string> expected;
         for (std::size_t i = 0; i < n; ++i) {
             const auto& h = r.hosts[i];
-            const bool launchable = h.remote && (!h.problem || h.status == HostStatus::Warning);
+            const bool launchable = srun || h.local || (h.remote && (!h.problem || h.status == HostStatus::Warning));
             if (!launchable) continue;
             hosts.push_back(r.hostfile.targets[i]);
-            expected.push_back(h.remote->hostname);
+            // srun prints the Slurm node name, which is the name given.
+            expected.push_back(srun ? h.host : h.remote ? h.remote->hostname : here);
         }
         TemporaryDirectory work;
         MpirunOptions mo;
@@ -376,8 +422,9 @@ Report run_hostcheck(const Options& o) {
         mo.ssh_command = o.ssh_command;
         mo.work_dir = work.path();
         if (o.progress) o.progress("mpirun", 0, 1);
+        mo.launcher = launcher;
         r.mpirun = run_mpirun_check(hosts, expected, r.settings.local_mpi, mo);
-        if (!r.mpirun.ran && hosts.empty() && n > 0) r.mpirun.reason = "no host passed the ssh probe";
+        if (!r.mpirun.ran && hosts.empty() && n > 0 && !srun) r.mpirun.reason = "no host passed the ssh probe";
     }
     r.elapsed = mpi_launcher::Clock::now() - start;
     return r;

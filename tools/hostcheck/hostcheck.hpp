@@ -1,7 +1,8 @@
 #pragma once
 // `lockstep hostcheck`: parse the hostfile, resolve every name, probe every host over ssh, check node-to-node ssh,
 // compare the nodes' MPI, and run the classic `mpirun ... hostname` check, each stage bounded in time, so that the
-// whole run ends by a known bound whatever the hosts do.
+// whole run ends by a known bound whatever the hosts do. This machine needs no ssh (the launchers start its processes
+// themselves), and the launch check runs on it and through srun whatever the ssh probe found or whether it ran.
 
 #include "hostfile.hpp"
 #include "mpirun_check.hpp"
@@ -20,7 +21,10 @@ enum class MeshMode { Automatic, On, Off };
 inline const std::set<std::string> stage_names{"resolve", "probe", "mesh", "mpirun"};
 
 struct Options {
-    std::string hostfile;
+    std::string hostfile;  // a path, or "-" for stdin; empty when the hosts come from `nodelist`
+    // A Slurm node list instead of a hostfile (-w, or SLURM_JOB_NODELIST inside an allocation), and where it came from.
+    std::optional<std::string> nodelist;
+    std::string nodelist_origin = "-w";
     std::optional<HostfileFormat> format;
     std::size_t fanout = 64;
     std::chrono::seconds timeout{10};

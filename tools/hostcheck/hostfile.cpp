@@ -14,6 +14,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -494,17 +495,10 @@ Hostfile parse_hostfile(std::string_view text, const std::string& path, std::opt
     return hf;
 }
 
-Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> forced) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-        throw HostfileError(path, "is a directory; give the path of a hostfile");
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw HostfileError(path, fmt::format("cannot be read ({}); give the path of an existing hostfile",
-                                              std::error_code(errno, std::generic_category()).message()));
-    }
-    // Read at most one byte past the limit, so that /dev/zero or an endless pipe is refused, not read forever.
+namespace {
+
+// At most one byte past the limit, so that /dev/zero or an endless pipe is refused, not read forever.
+std::string read_limited(std::istream& in, const std::string& path) {
     std::string text;
     std::array<char, 65536> chunk{};
     while (text.size() <= max_hostfile_bytes && in.read(chunk.data(), chunk.size()).gcount() > 0) {
@@ -518,7 +512,38 @@ Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> fo
         throw HostfileError(path, fmt::format("is larger than {} MiB, more than any hostfile of {} hosts needs",
                                               max_hostfile_bytes >> 20, max_hostfile_hosts));
     }
-    return parse_hostfile(text, path, forced);
+    return text;
+}
+
+}  // namespace
+
+Hostfile nodelist_hosts(const std::string& list, const std::string& origin, const std::string& source) {
+    if (list.find('\n') != std::string::npos) {
+        throw HostfileError(origin, "a node list is one line; give a file of several lines as the hostfile");
+    }
+    Hostfile hf = parse_hostfile(list, origin, HostfileFormat::Slurm);
+    hf.format_detected = true;
+    hf.source = source;
+    return hf;
+}
+
+Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> forced) {
+    if (path == "-") {
+        std::cin.exceptions(std::ios::goodbit);
+        Hostfile hf = parse_hostfile(read_limited(std::cin, "-"), "-", forced);
+        hf.source = "stdin";
+        return hf;
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        throw HostfileError(path, "is a directory; give the path of a hostfile");
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw HostfileError(path, fmt::format("cannot be read ({}); give the path of an existing hostfile",
+                                              std::error_code(errno, std::generic_category()).message()));
+    }
+    return parse_hostfile(read_limited(in, path), path, forced);
 }
 
 }  // namespace lockstep::hostcheck

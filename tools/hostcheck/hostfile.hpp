@@ -68,7 +68,8 @@ struct HostTarget {
 };
 
 struct Hostfile {
-    std::string path;
+    std::string path;  // the file, "-" for stdin, or where a node list came from ("-w", "SLURM_JOB_NODELIST")
+    std::string source = "file";  // file, stdin, option (-w) or environment (SLURM_JOB_NODELIST)
     HostfileFormat format = HostfileFormat::Plain;
     bool format_detected = true;      // false when forced with --format
     std::vector<HostfileLine> lines;  // lines that name hosts; blank and comment lines are left out
@@ -79,9 +80,14 @@ struct Hostfile {
 [[nodiscard]] Hostfile parse_hostfile(std::string_view text, const std::string& path,
                                       std::optional<HostfileFormat> forced = std::nullopt);
 
-// Reads and parses a file. Throws HostfileError when it cannot be read, is a directory, is larger than
-// max_hostfile_bytes or holds no host.
+// Reads and parses a file, or stdin when `path` is "-" (a file of that name is "./-"). Throws HostfileError when it
+// cannot be read, is a directory, is larger than max_hostfile_bytes or holds no host.
 [[nodiscard]] Hostfile read_hostfile(const std::string& path, std::optional<HostfileFormat> forced = std::nullopt);
+
+// The hosts of a Slurm node list given as text (`-w node[01-08,10],login1`, SLURM_JOB_NODELIST), as a hostfile of
+// one slurm-form line; `origin` names it in messages and in the report ("-w", "SLURM_JOB_NODELIST"), `source` is
+// "option" or "environment". Throws HostfileError for a malformed list.
+[[nodiscard]] Hostfile nodelist_hosts(const std::string& list, const std::string& origin, const std::string& source);
 
 // True for a host name or address that may be handed to ssh as one argument: letters, digits, '.', '-', '_' (and ':'
 // and '%' for IPv6), not starting with '-'. Anything else (spaces, quotes, '$', ';') is refused at parse time, so no

@@ -32,7 +32,7 @@ std::vector<std::string> mpirun_argv(Launcher launcher, const mpi_launcher::MpiI
                                      const std::optional<std::string>& ssh_command) {
     if (launcher == Launcher::Srun) {
         mpi_launcher::LauncherCommand srun(launcher, "srun");
-        srun.nodes(nodes).per_node(1).host_list(host_list).arguments({"hostname"});
+        srun.nodes(nodes).processes(nodes).per_node(1).host_list(host_list).arguments({"printenv", "SLURMD_NODENAME"});
         return srun.argv();
     }
     // By name, as a user types it: Open MPI takes an absolute path for --prefix and would then set the nodes' PATH
@@ -106,15 +106,11 @@ void judge_mpirun(MpirunResult& result, const mpi_launcher::CommandResult& run,
     }
 }
 
-namespace {
-
 Launcher choose_launcher(const mpi_launcher::MpiInstall& mpi) {
     if (const auto launcher = mpi_launcher::launcher_for(mpi.flavour)) return *launcher;
     if (std::getenv("SLURM_JOB_ID") != nullptr && !mpi_launcher::find_program("srun").empty()) return Launcher::Srun;
     return Launcher::OpenMpi;
 }
-
-}  // namespace
 
 MpirunResult run_mpirun_check(const std::vector<HostTarget>& hosts, const std::vector<std::string>& expected_names,
                               const mpi_launcher::MpiInstall& mpi, const MpirunOptions& options) {
@@ -126,7 +122,7 @@ MpirunResult run_mpirun_check(const std::vector<HostTarget>& hosts, const std::v
         return result;
     }
     if (hosts.empty()) {
-        result.reason = "no host passed the ssh probe";
+        result.reason = launcher == Launcher::Srun ? "no host to start" : "no host passed the ssh probe";
         return result;
     }
     const std::string hostfile_path = options.work_dir + "/hostfile";

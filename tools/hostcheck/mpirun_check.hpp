@@ -1,9 +1,12 @@
 #pragma once
 // The classic check, run for the user: start `hostname` once per node through the real launcher and compare the
 // names printed with the names the nodes gave the probe. Open MPI: `mpirun --hostfile H -np N --map-by ppr:1:node
-// hostname`; Hydra: `mpiexec -f H -n N -ppn 1 hostname`; Slurm: `srun -N N --ntasks-per-node=1 -w LIST hostname`.
-// It runs under a time limit; a launch that outlives it is reported as a hang, with the nodes that never answered.
-// The hostfile given to the launcher is written fresh (one slot per host), holding the hosts the probe passed.
+// hostname`; Hydra: `mpiexec -f H -n N -ppn 1 hostname`; Slurm: `srun -N N -n N --ntasks-per-node=1 -w LIST
+// printenv SLURMD_NODENAME`. It runs under a time limit; a launch that outlives it is reported as a hang, with the
+// nodes that never answered. The hostfile given to the launcher is written fresh (one slot per host), holding this
+// machine and the hosts the probe passed. srun prints SLURMD_NODENAME, not the host name: Slurm node names are what
+// -w names, and several slurmd may share one machine. Inside an allocation srun inherits SLURM_NTASKS and the like;
+// the explicit node and task counts override them.
 
 #include "hostfile.hpp"
 #include "mpi_install.hpp"
@@ -40,6 +43,10 @@ struct MpirunOptions {
     std::optional<std::string> ssh_command;          // passed on to the launcher when given with --ssh-command
     std::string work_dir;                            // where the launcher's hostfile is written
 };
+
+// The launcher of the classic check when none is asked for: the local MPI's own, else srun inside a Slurm allocation
+// (SLURM_JOB_ID set and srun on PATH), else Open MPI's.
+[[nodiscard]] mpi_launcher::Launcher choose_launcher(const mpi_launcher::MpiInstall& mpi);
 
 // The launcher's argv for these hosts (hostfile written at `hostfile_path`).
 [[nodiscard]] std::vector<std::string> mpirun_argv(mpi_launcher::Launcher launcher, const mpi_launcher::MpiInstall& mpi,

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <set>
+#include <utility>
 
 namespace lockstep::hostcheck {
 
@@ -166,6 +169,151 @@ std::vector<std::string> expand_nodelist(std::string_view list, NodelistBudget& 
     }
     if (depth > 0) throw NodelistError(fmt::format("'[' never closed in '{}'", cut_value(list)));
     return out;
+}
+
+namespace {
+
+// A name cut into its dimensions: literals[0] numbers[0] literals[1] ... numbers[k-1] literals[k].
+struct NameParts {
+    std::vector<std::string> literals{std::string()};
+    std::vector<std::string> numbers;
+};
+
+constexpr std::size_t max_dimension_digits = 9;  // what expand_nodelist reads as one number
+
+NameParts split_name(const std::string& name) {
+    NameParts parts;
+    if (name.find_first_of(":[],") != std::string::npos) {
+        parts.literals.front() = name;
+        return parts;
+    }
+    std::size_t i = 0;
+    while (i < name.size()) {
+        std::size_t end = i;
+        while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end])) != 0) ++end;
+        if (end == i) {
+            parts.literals.back() += name[i++];
+        } else if (end - i > max_dimension_digits) {
+            parts.literals.back().append(name, i, end - i);
+            i = end;
+        } else {
+            parts.numbers.push_back(name.substr(i, end - i));
+            parts.literals.emplace_back();
+            i = end;
+        }
+    }
+    return parts;
+}
+
+long number_value(const std::string& digits) {
+    long value = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return value;
+}
+
+// Natural order: literals as text, numbers by value (then by width, `8` before `08`).
+bool natural_less(const NameParts& a, const NameParts& b) {
+    const std::size_t n = std::min(a.numbers.size(), b.numbers.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        if (a.literals[i] != b.literals[i]) return a.literals[i] < b.literals[i];
+        const long x = number_value(a.numbers[i]);
+        const long y = number_value(b.numbers[i]);
+        if (x != y) return x < y;
+        if (a.numbers[i].size() != b.numbers[i].size()) return a.numbers[i].size() < b.numbers[i].size();
+    }
+    if (a.literals[n] != b.literals[n]) return a.literals[n] < b.literals[n];
+    return a.numbers.size() < b.numbers.size();
+}
+
+// One dimension's numbers as a range set: `7`, or `[01-08,10]`. A range keeps the width of its lower bound, as
+// expand_ranges reads it, so each range grows only by numbers written at that width.
+std::string fold_numbers(const std::vector<std::string>& texts) {
+    std::set<std::pair<long, std::string>> left;
+    for (const auto& t : texts) left.emplace(number_value(t), t);
+    std::vector<std::string> items;
+    while (!left.empty()) {
+        const auto [lo, lo_text] = *left.begin();
+        left.erase(left.begin());
+        const int width = static_cast<int>(lo_text.size());
+        long hi = lo;
+        for (auto next = left.find({hi + 1, fmt::format("{:0{}}", hi + 1, width)}); next != left.end();
+             next = left.find({hi + 1, fmt::format("{:0{}}", hi + 1, width)})) {
+            left.erase(next);
+            ++hi;
+        }
+        items.push_back(hi == lo ? lo_text : fmt::format("{}-{:0{}}", lo_text, hi, width));
+    }
+    if (items.size() == 1 && items.front().find('-') == std::string::npos) return items.front();
+    std::string out = "[";
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : ",") + items[i];
+    return out + "]";
+}
+
+// A partly folded name: its dimensions as text (a number, or a range set once folded) and the position of its first
+// name in natural order, which orders the output.
+struct FoldedEntry {
+    std::vector<std::string> dimensions;
+    std::size_t first = 0;
+};
+
+}  // namespace
+
+std::string fold_nodelist(const std::vector<std::string>& names) {
+    std::vector<NameParts> parts;
+    parts.reserve(names.size());
+    for (const auto& n : names) parts.push_back(split_name(n));
+    std::sort(parts.begin(), parts.end(), natural_less);
+    // Repeats are adjacent now; equal parts are equal names.
+    parts.erase(std::unique(parts.begin(), parts.end(),
+                            [](const NameParts& a, const NameParts& b) {
+                                return a.literals == b.literals && a.numbers == b.numbers;
+                            }),
+                parts.end());
+
+    // Names of one pattern (the same literals) fold together.
+    std::map<std::vector<std::string>, std::vector<FoldedEntry>> patterns;
+    std::vector<const std::vector<std::string>*> pattern_order;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        auto [it, inserted] = patterns.try_emplace(parts[i].literals);
+        if (inserted) pattern_order.push_back(&it->first);
+        it->second.push_back(FoldedEntry{parts[i].numbers, i});
+    }
+
+    std::vector<std::pair<std::size_t, std::string>> out;  // (first, folded text)
+    for (const auto* literals : pattern_order) {
+        std::vector<FoldedEntry> entries = std::move(patterns[*literals]);
+        const std::size_t k = literals->size() - 1;
+        for (std::size_t d = k; d-- > 0;) {
+            // Entries alike in every other dimension become one, with dimension d folded.
+            std::map<std::vector<std::string>, std::size_t> slot;
+            std::vector<FoldedEntry> next;
+            std::vector<std::vector<std::string>> numbers;
+            for (auto& e : entries) {
+                std::vector<std::string> key = e.dimensions;
+                key[d].clear();
+                auto [it, inserted] = slot.try_emplace(std::move(key), next.size());
+                if (inserted) {
+                    next.push_back(FoldedEntry{e.dimensions, e.first});
+                    numbers.emplace_back();
+                }
+                numbers[it->second].push_back(std::move(e.dimensions[d]));
+            }
+            for (std::size_t i = 0; i < next.size(); ++i) next[i].dimensions[d] = fold_numbers(numbers[i]);
+            entries = std::move(next);
+        }
+        for (const auto& e : entries) {
+            std::string text = (*literals)[0];
+            for (std::size_t d = 0; d < k; ++d) text += e.dimensions[d] + (*literals)[d + 1];
+            out.emplace_back(e.first, std::move(text));
+        }
+    }
+    std::sort(out.begin(), out.end());
+    std::string joined;
+    for (const auto& [first, text] : out) {
+        if (!joined.empty()) joined += ',';
+        joined += text;
+    }
+    return joined;
 }
 
 bool has_nodelist_brackets(std::string_view text) noexcept {

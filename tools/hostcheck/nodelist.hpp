@@ -46,6 +46,15 @@ private:
 [[nodiscard]] std::vector<std::string> expand_nodelist(std::string_view list);
 [[nodiscard]] std::vector<std::string> expand_nodelist(std::string_view list, NodelistBudget& budget);
 
+// The inverse of expand_nodelist, as `nodeset -f` and `scontrol show hostlist` write it: names that differ only in
+// their numbers become one name with bracket ranges (`node01`..`node08`, `node10` give `node[01-08,10]`), a number
+// keeping its zero padding (`08-10`, never `8-10`). Every run of at most 9 digits is a dimension; names with several
+// fold the last dimension first, then the one before it among the names whose later ranges came out alike
+// (`rack1-gpu1`..`rack2-gpu2` give `rack[1-2]-gpu[1-2]`). Repeated names count once; the result lists the names in
+// natural order (numbers by value) and expands back to exactly the same set. Names holding ':' (IPv6 addresses),
+// '[', ']' or ',' are listed as they are.
+[[nodiscard]] std::string fold_nodelist(const std::vector<std::string>& names);
+
 // True when the text uses bracket ranges, i.e. looks like a Slurm node list rather than a host name.
 [[nodiscard]] bool has_nodelist_brackets(std::string_view text) noexcept;
 

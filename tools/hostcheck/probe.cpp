@@ -73,7 +73,7 @@ ProbeOutcome judge_probe(const mpi_launcher::CommandResult& result, const std::v
         const auto& programs = o.facts->programs;
         const bool has_daemon =
             std::any_of(daemons.begin(), daemons.end(), [&](const std::string& d) { return programs.contains(d); });
-        if (!has_daemon) {
+        if (!daemons.empty() && !has_daemon) {
             o.problem = Problem::RemoteMpiMissing;
             o.missing_daemon = fmt::format("{}", fmt::join(daemons, " or "));
             std::vector<std::string> found;
@@ -136,9 +136,15 @@ std::vector<ProbeOutcome> probe_hosts(const std::vector<HostTarget>& targets, co
                                       const std::vector<std::string>& daemons, const ProbeOptions& options) {
     std::vector<mpi_launcher::Command> commands;
     commands.reserve(targets.size());
-    for (const auto& t : targets) {
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const auto& t = targets[i];
         mpi_launcher::Command c;
-        c.argv = remote_argv(agent, options.timeout, t.host, t.user, probe_remote_command());
+        if (i < options.local.size() && options.local[i]) {
+            // This machine: the launcher starts its processes here without ssh, and so does the probe.
+            c.argv = {"/bin/sh", "-c", probe_remote_command()};
+        } else {
+            c.argv = remote_argv(agent, options.timeout, t.host, t.user, probe_remote_command());
+        }
         // ConnectTimeout covers the TCP connect and the banner; the extra second lets ssh print its own message
         // before the hard limit stops it.
         c.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout) + std::chrono::seconds(1);
@@ -151,8 +157,11 @@ std::vector<ProbeOutcome> probe_hosts(const std::vector<HostTarget>& targets, co
     const auto results = mpi_launcher::run_fanout(commands, fo);
     std::vector<ProbeOutcome> outcomes;
     outcomes.reserve(results.size());
-    for (std::size_t i = 0; i < results.size(); ++i)
-        outcomes.push_back(judge_probe(results[i], daemons, commands[i].timeout));
+    static const std::vector<std::string> no_daemons;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const bool local = i < options.local.size() && options.local[i];
+        outcomes.push_back(judge_probe(results[i], local ? no_daemons : daemons, commands[i].timeout));
+    }
     return outcomes;
 }
 

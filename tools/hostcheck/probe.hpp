@@ -47,7 +47,8 @@ struct ProbeOutcome {
     mpi_launcher::Seconds elapsed{0};
 };
 
-// Judges one finished probe. `daemons`: the launcher programs of which one must be on the node's PATH.
+// Judges one finished probe. `daemons`: the launcher programs of which one must be on the node's PATH (none for
+// this machine, where the launcher starts its processes itself).
 [[nodiscard]] ProbeOutcome judge_probe(const mpi_launcher::CommandResult& result,
                                        const std::vector<std::string>& daemons, std::chrono::milliseconds timeout);
 
@@ -56,6 +57,8 @@ struct ProbeOptions {
     std::chrono::seconds timeout{10};
     std::optional<mpi_launcher::Clock::time_point> deadline;
     std::function<void(std::size_t, std::size_t)> progress;
+    // local[i]: target i is this machine; its script runs here under /bin/sh, without ssh.
+    std::vector<bool> local;
 };
 
 [[nodiscard]] std::vector<ProbeOutcome> probe_hosts(const std::vector<HostTarget>& targets, const SshAgent& agent,

@@ -1,12 +1,14 @@
 #include "report.hpp"
 
 #include "mpi_launcher/display_text.hpp"
+#include "nodelist.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ostream>
 #include <set>
@@ -36,10 +38,42 @@ std::size_t Report::mesh_failures() const {
 
 bool Report::mpirun_failed() const {
     if (mpirun.ran) return mpirun.status != "ok";
-    // Not run because MPI is missing here: the job cannot start from this machine either.
+    // Not run because MPI is missing here: the job cannot start from this machine either (srun needs no MPI here).
     return settings.local_mpi.flavour == mpi_launcher::MpiFlavour::None &&
+           settings.launcher != mpi_launcher::Launcher::Srun &&
            std::find(settings.skipped_stages.begin(), settings.skipped_stages.end(), "mpirun") ==
                settings.skipped_stages.end();
+}
+
+std::vector<std::string> Report::unverified() const {
+    auto skipped = [&](std::string_view stage) {
+        return std::find(settings.skipped_stages.begin(), settings.skipped_stages.end(), stage) !=
+               settings.skipped_stages.end();
+    };
+    const auto remote = static_cast<std::size_t>(
+        std::count_if(hosts.begin(), hosts.end(), [](const HostReport& h) { return !h.local; }));
+    auto hosts_text = [](std::size_t k) { return fmt::format("{} host{}", k, k == 1 ? "" : "s"); };
+    std::vector<std::string> out;
+    if (skipped("resolve") && remote > 0) {
+        out.push_back(fmt::format("names: {} not resolved (--skip resolve)", hosts_text(remote)));
+    }
+    const bool srun = settings.launcher == mpi_launcher::Launcher::Srun;
+    if (skipped("probe") && remote > 0) {
+        out.push_back(fmt::format("ssh: {} not probed (--skip probe); their MPI not compared{}", hosts_text(remote),
+                                  srun ? " (srun itself needs no ssh)" : ""));
+    }
+    const bool mesh_wanted =
+        mesh.reason == "skipped" || mesh.reason == "--no-mesh" || mesh.reason == "--max-time reached";
+    if (!mesh.ran && mesh_wanted && settings.tree_spawn && !srun && remote >= 2) {
+        out.push_back(fmt::format("node-to-node ssh (Open MPI tree spawn): not checked ({})", mesh.reason));
+    }
+    if (!mpirun.ran && !mpirun_failed() && !hosts.empty()) {
+        const std::string which =
+            settings.launcher ? std::string(mpi_launcher::to_string(*settings.launcher)) : std::string("mpirun");
+        out.push_back(
+            fmt::format("launch ({}): not run ({})", which, mpirun.reason.empty() ? "skipped" : mpirun.reason));
+    }
+    return out;
 }
 
 int Report::exit_code() const {
@@ -104,7 +138,8 @@ json host_json(const HostReport& h) {
                 {"details", h.details},
                 {"same_machine_as", h.same_machine_as},
                 {"remote", remote},
-                {"elapsed_s", h.probe_elapsed ? json(round_ms(*h.probe_elapsed)) : json(nullptr)}};
+                {"elapsed_s", h.probe_elapsed ? json(round_ms(*h.probe_elapsed)) : json(nullptr)},
+                {"local", h.local}};
 }
 
 json line_json(const HostfileLine& l) {
@@ -141,11 +176,13 @@ json document_json(const Report& r, json lines, json hosts) {
     json mesh_nodes = json::array();
     for (auto i : r.mesh.nodes) mesh_nodes.push_back(r.hostfile.targets[i].host);
     const auto& m = r.mpirun;
+    const std::vector<std::string> unverified = r.unverified();
     return json{
         {"schema", schema_id},
         {"tool", {{"name", "lockstep hostcheck"}, {"version", r.tool_version}}},
         {"hostfile",
          {{"path", r.hostfile.path},
+          {"source", r.hostfile.source},
           {"format", to_string(r.hostfile.format)},
           {"format_detected", r.hostfile.format_detected},
           {"lines", lines}}},
@@ -158,7 +195,8 @@ json document_json(const Report& r, json lines, json hosts) {
           {"time_bound_s", round_ms(r.settings.time_bound)},
           {"mpi", mpi_json(r.settings.local_mpi)},
           {"tree_spawn", r.settings.tree_spawn},
-          {"skipped_stages", r.settings.skipped_stages}}},
+          {"skipped_stages", r.settings.skipped_stages},
+          {"launcher", r.settings.launcher ? json(mpi_launcher::to_string(*r.settings.launcher)) : json(nullptr)}}},
         {"hosts", hosts},
         {"environment", {{"consistent", r.environment_consistent()}, {"groups", groups}}},
         {"mesh",
@@ -192,7 +230,11 @@ json document_json(const Report& r, json lines, json hosts) {
           {"mpirun", m.ran ? m.status : (r.mpirun_failed() ? "failed" : "skipped")},
           {"elapsed_s", round_ms(r.elapsed)},
           {"time_bound_s", round_ms(r.settings.time_bound)},
-          {"exit_code", r.exit_code()}}},
+          {"exit_code", r.exit_code()},
+          {"verdict", r.exit_code() != 0   ? "problems_found"
+                      : unverified.empty() ? "all_well"
+                                           : "not_verified"},
+          {"unverified", unverified}}},
     };
 }
 
@@ -326,9 +368,17 @@ std::string pad(const std::string& shown, std::size_t visible, std::size_t width
 
 void print_hostfile(std::ostream& out, const Report& r, const TextStyle& style, const Palette& p) {
     const auto& hf = r.hostfile;
-    fmt::print(out, "hostfile {}: {} format{}, {} line{}, {} host{}\n", safe(hf.path), to_string(hf.format),
-               hf.format_detected ? " (detected)" : " (forced)", hf.lines.size(), hf.lines.size() == 1 ? "" : "s",
-               hf.targets.size(), hf.targets.size() == 1 ? "" : "s");
+    if (hf.source == "option" || hf.source == "environment") {
+        // A node list is not a hostfile for mpirun: how the launchers would read it as one is beside the point.
+        fmt::print(out, "hosts from {}: Slurm node list, {} host{}\n", safe(hf.path), hf.targets.size(),
+                   hf.targets.size() == 1 ? "" : "s");
+        if (!style.all_lines) return;
+    } else {
+        fmt::print(out, "hostfile {}: {} format{}, {} line{}, {} host{}\n",
+                   hf.source == "stdin" ? std::string("(stdin)") : safe(hf.path), to_string(hf.format),
+                   hf.format_detected ? " (detected)" : " (forced)", hf.lines.size(), hf.lines.size() == 1 ? "" : "s",
+                   hf.targets.size(), hf.targets.size() == 1 ? "" : "s");
+    }
     std::size_t shown = 0;
     for (const auto& l : hf.lines) {
         const bool notable = !l.openmpi.usable || !l.hydra.usable ||
@@ -386,13 +436,72 @@ void print_hosts(std::ostream& out, const Report& r, const Palette& p) {
     }
 }
 
-void print_environment(std::ostream& out, const Report& r) {
+// The longest node list a folded line shows; the JSON names every host.
+constexpr std::size_t folded_list_limit = 2000;
+
+std::string host_name(const HostReport& h) {
+    return h.user ? *h.user + "@" + h.host : h.host;
+}
+
+std::string folded(const std::vector<std::string>& names, const TextStyle& style) {
+    if (!style.fold) return safe_list(names);
+    return mpi_launcher::shown_value(fold_nodelist(names), folded_list_limit);
+}
+
+// A host's line of evidence, or what it answered when nothing is wrong.
+std::string evidence_of(const HostReport& h, bool with_node_name) {
+    if (h.problem) return mpi_launcher::shown_value(h.evidence_line, evidence_line_limit);
+    if (!h.remote) return {};
+    return safe(with_node_name ? fmt::format("{}, {}", h.remote->hostname, h.remote->mpi.describe())
+                               : h.remote->mpi.describe());
+}
+
+// The folded table: one line per group of alike hosts.
+void print_host_groups(std::ostream& out, const Report& r, const Palette& p, const TextStyle& style) {
+    const auto groups = alike_hosts(r);
+    fmt::print(out, "\nhosts: {} in {} group{} of alike hosts (--no-fold: one line per host)\n", r.hosts.size(),
+               groups.size(), groups.size() == 1 ? "" : "s");
+    for (const auto& g : groups) {
+        const HostReport& first = r.hosts[g.front()];
+        std::vector<std::string> names;
+        names.reserve(g.size());
+        for (auto i : g) names.push_back(host_name(r.hosts[i]));
+        const std::string code = first.problem ? std::string(to_string(*first.problem)) : std::string();
+        const std::string evidence = evidence_of(first, g.size() == 1);
+        fmt::print(out, "  {}{} ({}): {}{}\n", p.status(first.status), code.empty() ? "" : " " + code, g.size(),
+                   folded(names, style), !first.problem && !evidence.empty() ? "  " + evidence : "");
+        // Text that names the host is shown for the first one; the others' differs only in their own names.
+        const std::string as_for =
+            g.size() > 1 ? fmt::format("  [shown for {}; alike for all {}]", safe(host_name(first)), g.size()) : "";
+        auto names_host = [&](const std::string& text) {
+            return text.find(first.host) != std::string::npos ||
+                   std::any_of(first.addresses.begin(), first.addresses.end(),
+                               [&](const std::string& a) { return text.find(a) != std::string::npos; });
+        };
+        if (first.problem) {
+            fmt::print(out, "    evidence: {}{}\n", evidence, names_host(first.evidence_line) ? as_for : "");
+        }
+        for (const auto& d : first.details) {
+            fmt::print(out, "    {} {}{}\n", p.paint("note:", "2"), safe(d), names_host(d) ? as_for : "");
+        }
+        if (!first.same_machine_as.empty()) {
+            fmt::print(out, "    same machine as: {}\n", safe_list(first.same_machine_as));
+        }
+        if (first.problem) {
+            fmt::print(out, "    {} {}{}\n", p.paint("remedy:", "1"), safe(first.remedy),
+                       names_host(first.remedy) ? as_for : "");
+        }
+    }
+}
+
+void print_environment(std::ostream& out, const Report& r, const TextStyle& style) {
     if (r.environment.empty()) return;
     fmt::print(out, "\nremote environment ({} group{}{}):\n", r.environment.size(),
                r.environment.size() == 1 ? "" : "s",
                r.environment_consistent() ? ", all nodes alike" : ", nodes differ");
     for (const auto& g : r.environment) {
-        fmt::print(out, "  ---------------\n  {} ({})\n  ---------------\n", safe_list(g.hosts, ","), g.hosts.size());
+        fmt::print(out, "  ---------------\n  {} ({})\n  ---------------\n",
+                   style.fold ? folded(g.hosts, style) : safe_list(g.hosts, ","), g.hosts.size());
         std::vector<std::string> programs;
         for (const auto& [name, path] : g.programs) programs.push_back(name + "=" + path);
         fmt::print(out, "  {}; {}\n", g.mpi == "none" ? "no MPI on PATH" : safe(g.mpi),
@@ -442,7 +551,7 @@ void print_mesh(std::ostream& out, const Report& r, const Palette& p) {
     }
 }
 
-void print_mpirun(std::ostream& out, const Report& r, const Palette& p) {
+void print_mpirun(std::ostream& out, const Report& r, const Palette& p, const TextStyle& style) {
     const auto& m = r.mpirun;
     if (!m.ran) {
         fmt::print(out, "\nmpirun: not run{}\n", m.reason.empty() ? "" : " (" + safe(m.reason) + ")");
@@ -452,13 +561,72 @@ void print_mpirun(std::ostream& out, const Report& r, const Palette& p) {
     const std::string status = m.status == "ok" ? p.paint(m.status, "32") : p.paint(m.status, "31");
     fmt::print(out, "\nmpirun: {} ({} of {} nodes answered in {:.1f} s): {}\n", status,
                m.expected.size() - m.missing.size(), m.expected.size(), m.elapsed.count(), safe_list(m.command, " "));
-    if (!m.missing.empty()) fmt::print(out, "  no answer from: {}\n", safe_list(m.missing));
+    if (!m.missing.empty()) fmt::print(out, "  no answer from: {}\n", folded(m.missing, style));
     if (m.status != "ok") {
         fmt::print(out, "  evidence: {}\n  remedy: {}\n", safe_lines(m.evidence), safe(m.remedy));
     }
 }
 
 }  // namespace
+
+namespace {
+
+bool name_character(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
+}
+
+// `text` with every whole occurrence of `name` (not part of a longer name) replaced by a placeholder.
+std::string without_name(std::string text, const std::string& name) {
+    if (name.empty()) return text;
+    constexpr char placeholder = '\x01';
+    for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at)) {
+        const std::size_t end = at + name.size();
+        const bool starts = at == 0 || (!name_character(text[at - 1]) && text[at - 1] != '.');
+        const bool ends =
+            end == text.size() || (!name_character(text[end]) &&
+                                   !(text[end] == '.' && end + 1 < text.size() && name_character(text[end + 1])));
+        if (starts && ends) {
+            text.replace(at, name.size(), 1, placeholder);
+            at += 1;
+        } else {
+            at += 1;
+        }
+    }
+    return text;
+}
+
+std::string without_own_names(const std::string& text, const HostReport& h) {
+    // Longest first, so that a name is never cut by a shorter one inside it.
+    std::vector<std::string> names = h.addresses;
+    names.push_back(h.host);
+    std::sort(names.begin(), names.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    std::string out = text;
+    for (const auto& n : names) out = without_name(std::move(out), n);
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> alike_hosts(const Report& r) {
+    std::map<std::string, std::size_t> group_of;
+    std::vector<std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < r.hosts.size(); ++i) {
+        const HostReport& h = r.hosts[i];
+        std::string key = fmt::format("{}\n{}\n{}\n", to_string(h.status), h.problem ? to_string(*h.problem) : "-",
+                                      h.local ? "local" : "");
+        key += without_own_names(h.evidence_line, h) + "\n";
+        key += without_own_names(h.remedy, h) + "\n";
+        for (const auto& d : h.details) key += without_own_names(d, h) + "\n";
+        for (const auto& m : h.same_machine_as) key += m + ",";
+        key += "\n";
+        if (!h.problem && h.remote) key += h.remote->mpi.describe();
+        auto [it, inserted] = group_of.try_emplace(std::move(key), groups.size());
+        if (inserted) groups.emplace_back();
+        groups[it->second].push_back(i);
+    }
+    return groups;
+}
 
 void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
     const Palette p{style.colour};
@@ -469,10 +637,14 @@ void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
     fmt::print(out, "lockstep hostcheck {}: ssh command {}; local MPI: {}\n", r.tool_version, safe(ssh),
                safe(r.settings.local_mpi.describe()));
     print_hostfile(out, r, style, p);
-    print_hosts(out, r, p);
-    print_environment(out, r);
+    if (style.fold) {
+        print_host_groups(out, r, p, style);
+    } else {
+        print_hosts(out, r, p);
+    }
+    print_environment(out, r, style);
     print_mesh(out, r, p);
-    print_mpirun(out, r, p);
+    print_mpirun(out, r, p, style);
 
     std::map<std::string, int> problems;
     std::size_t ok = 0;
@@ -486,7 +658,15 @@ void print_text(std::ostream& out, const Report& r, const TextStyle& style) {
     }
     std::vector<std::string> counts;
     for (const auto& [code, n] : problems) counts.push_back(fmt::format("{} {}", code, n));
-    const std::string verdict = r.exit_code() == 0 ? p.paint("all well", "32") : p.paint("problems found", "31");
+    // "all well" only when every check ran: a skipped stage proves nothing either way.
+    const auto unverified = r.unverified();
+    if (!unverified.empty()) {
+        fmt::print(out, "\nnot verified:\n");
+        for (const auto& u : unverified) fmt::print(out, "  {}\n", safe(u));
+    }
+    const std::string verdict = r.exit_code() != 0   ? p.paint("problems found", "31")
+                                : unverified.empty() ? p.paint("all well", "32")
+                                                     : p.paint("no problems found in what ran, not all verified", "33");
     fmt::print(
         out,
         "\nsummary: {}: {} host{}: {} ok, {} warning{}, {} failed{}; mesh: {}; mpirun: {}; {:.1f} s (bound {:.0f} s)\n",

@@ -40,6 +40,7 @@ struct HostReport {
     std::vector<std::string> same_machine_as;  // other hostfile names of the same machine
     std::optional<RemoteFacts> remote;
     std::optional<mpi_launcher::Seconds> probe_elapsed;
+    bool local = false;  // this machine: the launchers start its processes without ssh
 };
 
 // Nodes that answered the probe alike, as `clush -b` groups identical output.
@@ -58,6 +59,7 @@ struct RunSettings {
     mpi_launcher::MpiInstall local_mpi;
     bool tree_spawn = false;
     std::vector<std::string> skipped_stages;
+    std::optional<mpi_launcher::Launcher> launcher;  // of the classic check; nullopt when it was not chosen
 };
 
 struct Report {
@@ -75,6 +77,9 @@ struct Report {
     [[nodiscard]] bool mpirun_failed() const;
     // 0: nothing wrong; 1: a host, a mesh pair or the mpirun check has a problem.
     [[nodiscard]] int exit_code() const;
+    // What the run could have checked and did not (skipped stages, a launch that did not run), one sentence each:
+    // a run with none of these and exit code 0 is "all well"; with some, "no problems found" in what did run.
+    [[nodiscard]] std::vector<std::string> unverified() const;
     // One unchecked entry in `hosts` per target of the hostfile, in its order.
     void add_hostfile_targets();
 };
@@ -91,7 +96,15 @@ void write_json(std::ostream& out, const Report& report);
 struct TextStyle {
     bool colour = false;
     bool all_lines = false;  // print every hostfile line's reading, not only the notable ones
+    // Hosts alike (status, problem, evidence and remedy but for the host's own name) share one line with their names
+    // folded into a node list (`node[01-08,10]`), as `clush -b` groups identical output; false: one line per host.
+    bool fold = true;
 };
+
+// Groups of hosts (indices into report.hosts) that the folded table shows as one line each, in order of their first
+// host. Two hosts are alike when their status, problem, evidence line, details and remedy are equal once each host's
+// own name and addresses are replaced by a placeholder.
+[[nodiscard]] std::vector<std::vector<std::size_t>> alike_hosts(const Report& report);
 void print_text(std::ostream& out, const Report& report, const TextStyle& style);
 
 }  // namespace lockstep::hostcheck

@@ -1,12 +1,16 @@
 #include "resolve.hpp"
 
+#include <fmt/format.h>
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -32,6 +36,7 @@ Resolution resolve_one(const std::string& name) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_CANONNAME;
     addrinfo* list = nullptr;
     Resolution r;
     const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &list);
@@ -40,6 +45,7 @@ Resolution resolve_one(const std::string& name) {
         return r;
     }
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(list, &::freeaddrinfo);
+    if (list != nullptr && list->ai_canonname != nullptr) r.canonical_name = list->ai_canonname;
     for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
         std::string text = numeric_address(a->ai_addr);
         if (!text.empty() && std::find(r.addresses.begin(), r.addresses.end(), text) == r.addresses.end()) {
@@ -112,6 +118,56 @@ std::vector<std::string> local_addresses() {
         if (!text.empty() && std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
     }
     return out;
+}
+
+namespace {
+
+std::string lower_case(std::string text) {
+    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+}
+
+}  // namespace
+
+std::string this_machine_name() {
+    utsname u{};
+    if (::uname(&u) != 0) return {};
+    return u.nodename;
+}
+
+ThisMachine this_machine(const std::string& canonical_name) {
+    ThisMachine m;
+    auto add = [&](const std::string& name) {
+        const std::string n = lower_case(name);
+        if (!n.empty() && std::find(m.names.begin(), m.names.end(), n) == m.names.end()) m.names.push_back(n);
+    };
+    add("localhost");
+    const std::string name = this_machine_name();
+    add(name);
+    add(name.substr(0, name.find('.')));
+    add(canonical_name);
+    m.addresses = local_addresses();
+    return m;
+}
+
+std::optional<std::string> local_reason(const std::string& host, const Resolution* resolution,
+                                        const ThisMachine& machine) {
+    const std::string name = lower_case(host);
+    if (name == "localhost") return "localhost";
+    if (std::find(machine.names.begin(), machine.names.end(), name) != machine.names.end()) {
+        return "this machine's name";
+    }
+    auto local_address = [&](const std::string& a) {
+        return std::find(machine.addresses.begin(), machine.addresses.end(), a) != machine.addresses.end();
+    };
+    if (local_address(name)) return "an address of this machine";
+    if (resolution != nullptr) {
+        // As the launchers decide: any one of the name's addresses on an interface of this machine.
+        for (const auto& a : resolution->addresses) {
+            if (local_address(a)) return fmt::format("resolves to {}, an address of this machine", a);
+        }
+    }
+    return std::nullopt;
 }
 
 std::vector<std::vector<std::size_t>> same_machine_groups(const std::vector<std::string>& names,

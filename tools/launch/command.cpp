@@ -5,13 +5,17 @@
 #include "launcher.hpp"
 #include "mpi_launcher/child_process.hpp"
 #include "mpi_launcher/flavour.hpp"
+#include "mpi_launcher/launch_failure.hpp"
 #include "mpi_launcher/launcher_command.hpp"
+#include "mpi_launcher/pmi.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +29,7 @@ struct CommandLine {
     std::optional<int> num_processes;
     std::optional<std::string> hostfile;
     std::optional<int> npernode;
+    bool oversubscribe = false;
     bool debug = false;
     bool no_debug = false;
     std::optional<std::string> log_level;
@@ -66,9 +71,125 @@ Detection detect_launcher(const CommandLine& cl, const ln::Environment& env) {
                     mpirun, mpirun, version.substr(0, 200)));
 }
 
+constexpr auto query_timeout = std::chrono::seconds(20);
+// srun retries a configuration it cannot read for a minute; the choice is then made from the MPI library alone.
+constexpr auto srun_query_timeout = std::chrono::seconds(10);
+
+// What a query printed, when it ran and exited 0.
+std::optional<std::string> query_output(std::vector<std::string> argv,
+                                        std::chrono::milliseconds timeout = query_timeout) {
+    ml::Command query;
+    query.argv = std::move(argv);
+    query.timeout = timeout;
+    const ml::CommandResult result = ml::run_command(query);
+    if (result.ending != ml::CommandResult::Ending::Exited || result.exit_code != 0) return std::nullopt;
+    return result.out;
+}
+
+// srun's PMI plugin for the MPI on PATH: `mpirun --version` says which MPI it is, Open MPI's ompi_info (next to that
+// mpirun, else on PATH) what it was built for, and `srun --mpi=list` what this Slurm has.
+ml::PmiChoice choose_pmi(const std::string& srun) {
+    ml::MpiInstall mpi;
+    const std::string mpirun = ml::find_program("mpirun");
+    if (!mpirun.empty()) mpi = ml::parse_mpi_version(ml::version_output(mpirun, query_timeout));
+    std::optional<ml::OpenMpiPmi> open_mpi;
+    if (mpi.flavour == ml::MpiFlavour::OpenMpi || mpi.flavour == ml::MpiFlavour::None) {
+        std::string ompi_info;
+        if (!mpirun.empty()) ompi_info = ml::find_program(std::filesystem::path(mpirun).replace_filename("ompi_info"));
+        if (ompi_info.empty()) ompi_info = ml::find_program("ompi_info");
+        if (!ompi_info.empty()) {
+            if (const auto text = query_output({ompi_info, "--parsable"})) {
+                open_mpi = ml::parse_ompi_info_pmi(*text);
+                if (open_mpi->version.empty() && open_mpi->components.empty()) open_mpi.reset();
+            }
+        }
+    }
+    std::optional<std::vector<std::string>> offered;
+    if (const auto text = query_output({srun, "--mpi=list"}, srun_query_timeout))
+        offered = ml::parse_srun_mpi_list(*text);
+    return ml::choose_srun_pmi(mpi, open_mpi, offered);
+}
+
+// The program must exist here before a launcher is started for it (the launchers' own messages for a missing
+// program are long, and mpirun's exit status for it is its own). Found as execvp finds it: a name with a '/' as a
+// path, any other on PATH. Returns the exit status a shell gives (127 not found, 126 not executable) and a message.
+std::optional<std::pair<int, std::string>> check_program(const std::string& program) {
+    if (program.find('/') == std::string::npos) {
+        if (!ml::find_program(program).empty()) return std::nullopt;
+        return std::pair(127, fmt::format("'{}' was not found on PATH; give its path (./{} for one in this "
+                                          "directory) or put its directory on PATH",
+                                          program, program));
+    }
+    struct stat st {};
+    if (::stat(program.c_str(), &st) != 0) {
+        return std::pair(127, fmt::format("'{}' does not exist{}", program,
+                                          program.starts_with("/") ? "" : " (relative to this directory)"));
+    }
+    if (S_ISDIR(st.st_mode)) return std::pair(126, fmt::format("'{}' is a directory, not a program", program));
+    if (::access(program.c_str(), X_OK) != 0) {
+        return std::pair(126, fmt::format("'{}' is not executable; chmod +x it", program));
+    }
+    return std::nullopt;
+}
+
+// One line after a failed job that says what the launcher's own text does not: which flag fixes it.
+void print_failure_hint(const ln::Plan& plan, const ml::ForegroundResult& result, const std::string& program) {
+    auto failure = ml::recognise_launch_failure(result.stderr_head);
+    if (failure == ml::LaunchFailure::None) failure = ml::recognise_launch_failure(result.stderr_tail);
+    switch (failure) {
+        case ml::LaunchFailure::None:
+            return;
+        case ml::LaunchFailure::NotEnoughSlots:
+            fmt::print(stderr,
+                       "lockstep launch: there are fewer slots than the {} processes asked for ({}); a slot is a "
+                       "core of this machine, or a hostfile's slots=N. Start fewer processes (-n), give more hosts or "
+                       "slots in "
+                       "the hostfile, or start more processes than slots with --oversubscribe (they then share "
+                       "cores).\n",
+                       plan.num_processes, plan.num_processes_source);
+            return;
+        case ml::LaunchFailure::PmiMissing:
+        case ml::LaunchFailure::PmiInit: {
+            if (plan.launcher != ml::Launcher::Srun) {
+                fmt::print(stderr,
+                           "lockstep launch: the ranks failed in MPI_Init while connecting to the launcher's PMI "
+                           "server; is '{}' built against the MPI of the mpirun that started it ({})?\n",
+                           program, plan.command.front());
+                return;
+            }
+            const std::string used = plan.pmi_plugin
+                                         ? fmt::format("srun's PMI plugin '{}' ({})", *plan.pmi_plugin, plan.pmi_source)
+                                         : fmt::format("no srun PMI plugin ({})", plan.pmi_source);
+            const bool used_pmix = plan.pmi_plugin && plan.pmi_plugin->starts_with("pmix");
+            const std::string advice =
+                used_pmix ? "Slurm's PMIx plugin and the PMIx of the MPI library may not work together: try another "
+                            "version that 'srun --mpi=list' shows (--mpirun-args=--mpi=pmix_vN), or start the job "
+                            "with mpirun (--launcher openmpi)"
+                          : "Open MPI needs 'pmix' (or 'pmi2' when built with Slurm's PMI-2), MPICH and Intel MPI "
+                            "'pmi2': try --mpirun-args=--mpi=pmix (or set SLURM_MPI_TYPE)";
+            fmt::print(stderr,
+                       "lockstep launch: the ranks failed in MPI_Init: they were started with {}. {}; 'srun "
+                       "--mpi=list' shows the plugins this Slurm has, 'ompi_info | grep pmix' what Open MPI was built "
+                       "for.\n",
+                       used, advice);
+            return;
+        }
+        case ml::LaunchFailure::ProgramNotFound:
+            fmt::print(stderr,
+                       "lockstep launch: '{}' could not be executed on some node, though it exists here; install it "
+                       "at the same path on every node (or on a shared file system).\n",
+                       program);
+            return;
+    }
+}
+
 void print_plan_text(const ln::Plan& plan, const Detection& detection) {
     fmt::print("# launcher: {} ({})\n", ml::to_string(plan.launcher), detection.reason);
     fmt::print("# processes: {} ({})\n", plan.num_processes, plan.num_processes_source);
+    if (plan.num_nodes) fmt::print("# nodes: {} ({})\n", *plan.num_nodes, plan.num_nodes_source);
+    if (plan.launcher == ml::Launcher::Srun) {
+        fmt::print("# pmi: {} ({})\n", plan.pmi_plugin.value_or("none passed"), plan.pmi_source);
+    }
     fmt::print("# config file: {}\n", plan.config_file.value_or("none"));
     for (const auto& [name, value] : plan.set_variables) fmt::print("export {}={}\n", name, ln::shell_quote(value));
     std::string line;
@@ -82,6 +203,14 @@ void print_plan_json(const ln::Plan& plan, const Detection& detection) {
     j["detected_from"] = detection.reason;
     j["num_processes"] = plan.num_processes;
     j["num_processes_source"] = plan.num_processes_source;
+    j["num_nodes"] = plan.num_nodes ? nlohmann::json(*plan.num_nodes) : nlohmann::json(nullptr);
+    j["num_nodes_source"] = plan.num_nodes ? nlohmann::json(plan.num_nodes_source) : nlohmann::json(nullptr);
+    if (plan.launcher == ml::Launcher::Srun) {
+        j["pmi"] = {{"plugin", plan.pmi_plugin ? nlohmann::json(*plan.pmi_plugin) : nlohmann::json(nullptr)},
+                    {"source", plan.pmi_source}};
+    } else {
+        j["pmi"] = nullptr;
+    }
     j["config_file"] = plan.config_file ? nlohmann::json(*plan.config_file) : nlohmann::json(nullptr);
     j["environment"] = plan.set_variables;
     j["forwarded"] = plan.forwarded;
@@ -94,8 +223,14 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
     try {
         ln::Request request;
         request.num_processes = cl.num_processes;
-        request.hostfile = cl.hostfile;
+        if (cl.hostfile) {
+            // Absolute, so that the launcher (and srun's slurmstepd) read the same file whatever their directory.
+            std::error_code ec;
+            const auto absolute = std::filesystem::absolute(*cl.hostfile, ec);
+            request.hostfile = ec ? *cl.hostfile : absolute.lexically_normal().string();
+        }
         request.npernode = cl.npernode;
+        request.oversubscribe = cl.oversubscribe;
         if (cl.debug) request.debug = true;
         if (cl.no_debug) request.debug = false;
         request.log_level = cl.log_level;
@@ -107,11 +242,16 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
 
         const ln::Environment env = ln::current_environment();
         // A usage problem in the flags is reported before the MPI installation is asked anything.
-        const ln::Plan checked = ln::plan_launch(request, ml::Launcher::OpenMpi, env, false);
+        (void)ln::plan_launch(request, ml::Launcher::OpenMpi, env, false);
         const Detection detection = detect_launcher(cl, env);
+        if (detection.launcher == ml::Launcher::Srun && !ln::user_pmi_choice(request.mpirun_args, env)) {
+            request.pmi = choose_pmi(cl.launcher_path.value_or("srun"));
+        }
         const ln::Plan plan = ln::plan_launch(request, detection.launcher, env, ::geteuid() == 0);
-        for (const auto& warning : checked.warnings) fmt::print(stderr, "lockstep launch: warning: {}\n", warning);
+        for (const auto& warning : plan.warnings) fmt::print(stderr, "lockstep launch: warning: {}\n", warning);
+        const auto missing = check_program(program.front());
         if (cl.dry_run) {
+            if (missing) fmt::print(stderr, "lockstep launch: warning: {}\n", missing->second);
             if (cl.json) {
                 print_plan_json(plan, detection);
             } else {
@@ -119,8 +259,14 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
             }
             return 0;
         }
+        if (missing) {
+            fmt::print(stderr, "lockstep launch: {}\n", missing->second);
+            return missing->first;
+        }
         std::cout.flush();
-        return ml::run_in_foreground(plan.command, plan.environment);
+        const ml::ForegroundResult result = ml::run_in_foreground_watching_stderr(plan.command, plan.environment);
+        if (result.status != 0) print_failure_hint(plan, result, program.front());
+        return result.status;
     } catch (const ln::UsageError& e) {
         fmt::print(stderr, "lockstep launch: {}\n", e.what());
         return 2;
@@ -174,34 +320,44 @@ Subcommand add_launch_command(CLI::App& parent) {
     auto cl = std::make_shared<CommandLine>();
     CLI::App* app = parent.add_subcommand(
         "launch",
-        "lockstep launch [OPTIONS] [--] PROGRAM [ARGS...]\n"
         "Start a program on every rank with the MPI launcher of this machine (OpenMPI's or MPICH/Intel's mpirun, or "
         "srun inside a Slurm allocation). The flags become LOCKSTEP_* variables forwarded to every rank on every "
         "node; they override the config file.");
     app->footer(
         "Settings, highest first: flag > LOCKSTEP_* variable > config file > default. Without -n the config file's\n"
         "num_processes is used, else 1.\n"
-        "Exit status: the program's (128+N when signal N ended it); 1 when the launcher cannot be found or started;\n"
-        "2 for a usage error or a malformed config file.");
-    app->add_option("-n,--num-processes", cl->num_processes, "How many ranks to start (default: config file, else 1)")
+        "Inside a Slurm allocation (SLURM_JOB_ID) without -n, SLURM_NTASKS comes before the config file, and srun "
+        "gets\n"
+        "the PMI plugin the MPI on PATH was built for (ompi_info, srun --mpi=list) unless --mpirun-args has --mpi or\n"
+        "SLURM_MPI_TYPE is set.\n"
+        "Exit status: the program's (128+N when signal N ended it); 127 when PROGRAM is not found, 126 when it is not\n"
+        "executable; 1 when the launcher cannot be found or started; 2 for a usage error or a malformed config file.");
+    app->add_option("-n,--num-processes", cl->num_processes,
+                    "How many ranks to start (default: SLURM_NTASKS in an allocation, config file, else 1)")
         ->check(CLI::Range(1, 1 << 24));
     app->add_option("--hostfile", cl->hostfile,
-                    "Hostfile of the machines to run on (mpirun --hostfile / -f, srun --nodefile)");
+                    "Hostfile of the machines to run on (mpirun --hostfile / -f, srun --nodefile)")
+        ->option_text("FILE");
     app->add_option("--npernode", cl->npernode, "Ranks per node")->check(CLI::Range(1, 1 << 20));
+    app->add_flag("--oversubscribe", cl->oversubscribe,
+                  "Allow more ranks than slots (cores): mpirun --oversubscribe, srun --overcommit");
     auto* debug = app->add_flag("--debug", cl->debug, "Debug mode on: check every collective's arguments across ranks");
     auto* no_debug = app->add_flag("--no-debug", cl->no_debug, "Debug mode off, whatever the config file says");
     debug->excludes(no_debug);
     app->add_option("--log-level", cl->log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL");
-    app->add_option("--timeout", cl->timeout, "Seconds a collective may take before it is reported as a hang");
+    app->add_option("--timeout", cl->timeout, "Seconds a collective may take before it is reported as a hang")
+        ->option_text("SECONDS");
     app->add_option("--config", cl->config_file,
-                    "Config file to use instead of the default one (forwarded to every rank)");
+                    "Config file to use instead of the default one (forwarded to every rank)")
+        ->option_text("FILE");
     app->add_option("--mpirun-args", cl->mpirun_args,
                     "More arguments for mpirun/srun, split like a shell would (quotes kept, nothing expanded)");
     app->add_option("--launcher", cl->launcher,
                     "Launcher flavour; auto: srun inside Slurm, else what mpirun says it is")
         ->check(CLI::IsMember({"auto", "openmpi", "hydra", "srun"}))
         ->capture_default_str();
-    app->add_option("--mpirun", cl->launcher_path, "The mpirun or srun program to run (default: found on PATH)");
+    app->add_option("--mpirun", cl->launcher_path, "The mpirun or srun program to run (default: found on PATH)")
+        ->option_text("PATH");
     app->add_flag("--dry-run", cl->dry_run, "Print the exact command and the variables it gets; run nothing");
     app->add_flag("--json", cl->json, "With --dry-run: print the plan as JSON");
     auto program = std::make_shared<std::vector<std::string>>();

@@ -109,7 +109,40 @@ bool is_lockstep_variable(std::string_view name) {
     return name.starts_with("LOCKSTEP_");
 }
 
+// A positive count from a Slurm variable; nullopt when unset, empty or not a plain positive number.
+std::optional<int> slurm_count(const Environment& environment, const char* name) {
+    const auto it = environment.find(name);
+    if (it == environment.end() || it->second.empty() || it->second.size() > 9) return std::nullopt;
+    int value = 0;
+    for (const char c : it->second) {
+        if (c < '0' || c > '9') return std::nullopt;
+        value = value * 10 + (c - '0');
+    }
+    return value > 0 ? std::optional<int>(value) : std::nullopt;
+}
+
+std::optional<std::string> allocation(const Environment& environment) {
+    const auto job = environment.find("SLURM_JOB_ID");
+    if (job == environment.end() || job->second.empty()) return std::nullopt;
+    return job->second;
+}
+
 }  // namespace
+
+std::optional<std::pair<std::string, std::string>> user_pmi_choice(const std::vector<std::string>& launcher_arguments,
+                                                                   const Environment& environment) {
+    for (std::size_t i = 0; i < launcher_arguments.size(); ++i) {
+        const std::string& word = launcher_arguments[i];
+        if (word.starts_with("--mpi=")) return std::pair(word.substr(6), std::string("--mpirun-args ") + word);
+        if (word == "--mpi" && i + 1 < launcher_arguments.size()) {
+            return std::pair(launcher_arguments[i + 1], "--mpirun-args --mpi " + launcher_arguments[i + 1]);
+        }
+    }
+    if (const auto type = environment.find("SLURM_MPI_TYPE"); type != environment.end() && !type->second.empty()) {
+        return std::pair(type->second, std::string("environment SLURM_MPI_TYPE"));
+    }
+    return std::nullopt;
+}
 
 Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,
                  bool as_root) {
@@ -158,16 +191,53 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
     plan.config_file = config.config_file;
     plan.warnings = config.warnings;
 
+    // An allocation's task count is an environment setting, above the config file; its node count is srun's own
+    // default (one task per node), below it.
+    const auto job = allocation(environment);
+    // 0: not inside an allocation, or the variable is not a positive count.
+    const int slurm_tasks = job ? slurm_count(environment, "SLURM_NTASKS").value_or(0) : 0;
+    const int slurm_nodes = job ? slurm_count(environment, "SLURM_JOB_NUM_NODES").value_or(0) : 0;
+    bool from_allocation = false;
     if (request.num_processes) {
         plan.num_processes = *request.num_processes;
         plan.num_processes_source = "flag --num-processes";
+    } else if (slurm_tasks > 0) {
+        plan.num_processes = slurm_tasks;
+        plan.num_processes_source = fmt::format("SLURM_NTASKS of Slurm allocation {}", *job);
+        from_allocation = true;
     } else if (config.num_processes) {
         plan.num_processes = *config.num_processes;
         const auto source = config.sources.find("num_processes");
         plan.num_processes_source = source != config.sources.end() ? source->second : "config file";
+    } else if (slurm_nodes > 0) {
+        plan.num_processes = slurm_nodes;
+        plan.num_processes_source = fmt::format("one per node of Slurm allocation {} (SLURM_JOB_NUM_NODES)", *job);
+        from_allocation = true;
     } else {
         plan.num_processes = 1;
         plan.num_processes_source = "default";
+    }
+    // The allocation's nodes too, unless the user placed the ranks (a hostfile, ranks per node).
+    if (launcher == mpi_launcher::Launcher::Srun && from_allocation && slurm_nodes > 0 && !request.hostfile &&
+        !request.npernode && slurm_nodes <= plan.num_processes) {
+        plan.num_nodes = slurm_nodes;
+        plan.num_nodes_source = fmt::format("SLURM_JOB_NUM_NODES of Slurm allocation {}", *job);
+    }
+
+    // Only a plugin lockstep chose is passed: the user's own travels in the arguments or the environment.
+    bool pass_pmi = false;
+    if (launcher == mpi_launcher::Launcher::Srun) {
+        if (const auto chosen = user_pmi_choice(request.mpirun_args, environment)) {
+            plan.pmi_plugin = chosen->first;
+            plan.pmi_source = chosen->second;
+        } else if (request.pmi) {
+            plan.pmi_plugin = request.pmi->plugin;
+            plan.pmi_source = request.pmi->reason;
+            pass_pmi = request.pmi->plugin.has_value();
+            if (request.pmi->warning) plan.warnings.push_back(*request.pmi->warning);
+        } else {
+            plan.pmi_source = "not chosen; Slurm's MpiDefault applies";
+        }
     }
 
     for (const auto& [name, value] : plan.environment) {
@@ -181,8 +251,11 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
         launcher, request.launcher_path.value_or(launcher == mpi_launcher::Launcher::Srun ? "srun" : "mpirun"));
     if (as_root) command.allow_run_as_root();
     command.processes(static_cast<std::size_t>(plan.num_processes));
+    if (plan.num_nodes) command.nodes(static_cast<std::size_t>(*plan.num_nodes));
+    if (pass_pmi) command.pmi(*plan.pmi_plugin);
     if (request.hostfile) command.hostfile(*request.hostfile);
     if (request.npernode) command.per_node(static_cast<std::size_t>(*request.npernode));
+    if (request.oversubscribe) command.oversubscribe();
     std::vector<std::pair<std::string, std::string>> forwarded;
     for (const auto& name : plan.forwarded) forwarded.emplace_back(name, plan.environment.at(name));
     // Open MPI and srun forward the value the launcher itself was started with, which is the one set above.

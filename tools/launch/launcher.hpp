@@ -4,6 +4,7 @@
 // function of the request, the environment and the launcher, so that it can be tested without running anything.
 
 #include "mpi_launcher/launcher_command.hpp"
+#include "mpi_launcher/pmi.hpp"
 
 #include <lockstep/errors.hpp>
 
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lockstep::launch {
@@ -35,8 +37,9 @@ public:
 
 struct Request {
     std::optional<int> num_processes;
-    std::optional<std::string> hostfile;
+    std::optional<std::string> hostfile;  // passed as given: the caller makes it absolute
     std::optional<int> npernode;
+    bool oversubscribe = false;
     std::optional<bool> debug;
     std::optional<std::string> log_level;
     std::optional<std::string> timeout;  // as typed: the library's parser checks it, with the library's message
@@ -44,6 +47,9 @@ struct Request {
     std::vector<std::string> mpirun_args;      // already split
     std::optional<std::string> launcher_path;  // the mpirun or srun to run; default: found on PATH
     std::vector<std::string> program;          // program and its arguments
+    // srun only: the PMI plugin chosen for the MPI library (pmi.hpp), used unless the user chose one (--mpi among
+    // mpirun_args, or SLURM_MPI_TYPE). nullopt: not asked.
+    std::optional<mpi_launcher::PmiChoice> pmi;
 };
 
 using Environment = std::map<std::string, std::string>;
@@ -58,15 +64,30 @@ struct Plan {
     Environment set_variables;
     std::vector<std::string> forwarded;  // names of the variables forwarded explicitly to every rank
     int num_processes = 1;
-    std::string num_processes_source;  // "flag --num-processes", "/path/config.yaml:3:16", "default"
+    // "flag --num-processes", "SLURM_NTASKS of allocation 42", "/path/config.yaml:3:16", "default"
+    std::string num_processes_source;
+    // srun inside an allocation, when the processes come from it too: its node count (SLURM_JOB_NUM_NODES).
+    std::optional<int> num_nodes;
+    std::string num_nodes_source;
+    // srun only: the PMI plugin the ranks get (passed as --mpi, or left to srun's SLURM_MPI_TYPE or --mpi argument),
+    // and why; nullopt when srun's MpiDefault applies.
+    std::optional<std::string> pmi_plugin;
+    std::string pmi_source;
     std::optional<std::string> config_file;
     std::vector<std::string> warnings;  // from the config file (unknown keys)
 };
 
 // Builds the plan. `as_root` adds what OpenMPI needs to run as root. Throws UsageError for bad values (a flag's value
 // checked by the library's own rules, or a malformed config file, with its file:line:column).
+// Without -n, the process count is, in this order: SLURM_NTASKS inside a Slurm allocation (SLURM_JOB_ID set), the
+// config file's num_processes, one per node of the allocation (SLURM_JOB_NUM_NODES), 1.
 [[nodiscard]] Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,
                                bool as_root);
+
+// The PMI plugin the user chose already: `--mpi=P` or `--mpi P` among the launcher arguments, else SLURM_MPI_TYPE.
+// First the plugin, then where it was found.
+[[nodiscard]] std::optional<std::pair<std::string, std::string>> user_pmi_choice(
+    const std::vector<std::string>& launcher_arguments, const Environment& environment);
 
 // The caller's environment as a map.
 [[nodiscard]] Environment current_environment();

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -22,12 +23,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <system_error>
+#include <thread>
 
 extern char** environ;
 
@@ -460,25 +463,86 @@ CommandResult run_command(const Command& command, std::optional<Clock::time_poin
     return std::move(results.front());
 }
 
-int run_in_foreground(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment) {
-    if (argv.empty()) throw SpawnError("cannot start an empty command");
-    const BlockedSignals blocked;
-    const SpawnAttributes attributes(ProcessGroup::Inherit);
-    std::vector<std::string> entries;
-    entries.reserve(environment.size());
-    for (const auto& [name, value] : environment) entries.push_back(name + "=" + value);
-    CStrings envp(std::move(entries));
-    pid_t child = 0;
-    if (const int rc = spawn(child, argv, envp.get(), nullptr, attributes); rc != 0) {
-        throw SpawnError(fmt::format("cannot start '{}': {}{}", argv.front(), std::strerror(rc),
-                                     rc == ENOENT ? " (not found on PATH; install it or give its full path)" : ""));
+namespace {
+
+// Copies the child's stderr pipe to this process's stderr from a thread of its own, keeping the start and the end.
+// The thread is started while the forwarded signals are blocked, so that it inherits the mask and never takes them.
+class StderrCopy {
+public:
+    explicit StderrCopy(int fd) : fd_(fd), thread_([this] { copy(); }) {}
+    ~StderrCopy() {
+        stop(std::chrono::milliseconds(0));
+        ::close(fd_);
     }
+    StderrCopy(const StderrCopy&) = delete;
+    StderrCopy& operator=(const StderrCopy&) = delete;
+
+    // Waits up to `grace` for end-of-file (a daemon the child left behind may hold the pipe open), then stops.
+    void stop(std::chrono::milliseconds grace) {
+        if (!thread_.joinable()) return;
+        deadline_ = Clock::now() + grace;
+        stopping_.store(true, std::memory_order_release);
+        thread_.join();
+    }
+    std::string take_head() { return std::move(head_); }
+    std::string take_tail() {
+        if (tail_.size() > stderr_tail_limit) tail_.erase(0, tail_.size() - stderr_tail_limit);
+        return std::move(tail_);
+    }
+
+private:
+    bool past_deadline() const { return stopping_.load(std::memory_order_acquire) && Clock::now() >= deadline_; }
+
+    void copy() {
+        std::array<char, 16384> buffer{};
+        for (;;) {
+            pollfd watched{fd_, POLLIN, 0};
+            const int ready = ::poll(&watched, 1, 100);
+            if (ready < 0 && errno != EINTR) return;
+            if (ready <= 0) {
+                if (past_deadline()) return;
+                continue;
+            }
+            const ssize_t n = ::read(fd_, buffer.data(), buffer.size());
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n <= 0) return;
+            const auto size = static_cast<std::size_t>(n);
+            for (std::size_t written = 0; written < size;) {
+                const ssize_t w = ::write(STDERR_FILENO, buffer.data() + written, size - written);
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) break;  // our own stderr is gone: keep reading so that the child is never blocked
+                written += static_cast<std::size_t>(w);
+            }
+            keep(std::string_view(buffer.data(), size));
+            if (past_deadline()) return;
+        }
+    }
+
+    void keep(std::string_view bytes) {
+        const std::size_t to_head = std::min(bytes.size(), stderr_head_limit - head_.size());
+        head_.append(bytes.substr(0, to_head));
+        bytes.remove_prefix(to_head);
+        if (bytes.empty()) return;
+        tail_.append(bytes);
+        if (tail_.size() > 2 * stderr_tail_limit) tail_.erase(0, tail_.size() - stderr_tail_limit);
+    }
+
+    int fd_;
+    std::string head_;
+    std::string tail_;
+    Clock::time_point deadline_{};
+    std::atomic<bool> stopping_{false};
+    std::thread thread_;  // last: started once everything it uses exists
+};
+
+// Waits for the foreground child, passing signals on.
+int wait_in_foreground(pid_t child, const BlockedSignals& blocked, const std::string& name) {
     for (;;) {
         int wait_status = 0;
         const pid_t done = ::waitpid(child, &wait_status, WNOHANG);
         if (done == child) return shell_status(wait_status);
         if (done < 0 && errno != EINTR) {
-            throw SpawnError(fmt::format("waiting for '{}' failed: {}", argv.front(), std::strerror(errno)));
+            throw SpawnError(fmt::format("waiting for '{}' failed: {}", name, std::strerror(errno)));
         }
         siginfo_t info{};
         const timespec tick{1, 0};  // SIGCHLD normally wakes us; the tick only guards against a lost one
@@ -489,6 +553,56 @@ int run_in_foreground(const std::vector<std::string>& argv, const std::map<std::
             if (info.si_code != SI_KERNEL) ::kill(child, sig);
         }
     }
+}
+
+CStrings environment_strings(const std::map<std::string, std::string>& environment) {
+    std::vector<std::string> entries;
+    entries.reserve(environment.size());
+    for (const auto& [name, value] : environment) entries.push_back(name + "=" + value);
+    return CStrings(std::move(entries));
+}
+
+SpawnError start_error(const std::string& name, int rc) {
+    return SpawnError(fmt::format("cannot start '{}': {}{}", name, std::strerror(rc),
+                                  rc == ENOENT ? " (not found on PATH; install it or give its full path)" : ""));
+}
+
+}  // namespace
+
+int run_in_foreground(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment) {
+    if (argv.empty()) throw SpawnError("cannot start an empty command");
+    const BlockedSignals blocked;
+    const SpawnAttributes attributes(ProcessGroup::Inherit);
+    CStrings envp = environment_strings(environment);
+    pid_t child = 0;
+    if (const int rc = spawn(child, argv, envp.get(), nullptr, attributes); rc != 0) {
+        throw start_error(argv.front(), rc);
+    }
+    return wait_in_foreground(child, blocked, argv.front());
+}
+
+ForegroundResult run_in_foreground_watching_stderr(const std::vector<std::string>& argv,
+                                                   const std::map<std::string, std::string>& environment) {
+    if (argv.empty()) throw SpawnError("cannot start an empty command");
+    const IgnoreSigpipe sigpipe;
+    const BlockedSignals blocked;
+    const SpawnAttributes attributes(ProcessGroup::Inherit);
+    CStrings envp = environment_strings(environment);
+    Pipe err;
+    FileActions actions;
+    ::posix_spawn_file_actions_adddup2(actions.get(), err.write, STDERR_FILENO);
+    pid_t child = 0;
+    if (const int rc = spawn(child, argv, envp.get(), &actions, attributes); rc != 0) {
+        throw start_error(argv.front(), rc);
+    }
+    err.close_write();
+    StderrCopy copy(err.release_read());
+    ForegroundResult result;
+    result.status = wait_in_foreground(child, blocked, argv.front());
+    copy.stop(std::chrono::seconds(2));
+    result.stderr_head = copy.take_head();
+    result.stderr_tail = copy.take_tail();
+    return result;
 }
 
 std::string find_program(const std::string& name) {

@@ -97,6 +97,21 @@ struct FanoutOptions {
 [[nodiscard]] int run_in_foreground(const std::vector<std::string>& argv,
                                     const std::map<std::string, std::string>& environment);
 
+// What run_in_foreground_watching_stderr saw.
+struct ForegroundResult {
+    int status = 0;  // as run_in_foreground returns it
+    // The child's stderr: its first stderr_head_limit bytes and, when it wrote more, its last stderr_tail_limit.
+    std::string stderr_head;
+    std::string stderr_tail;
+};
+inline constexpr std::size_t stderr_head_limit = 256 * 1024;
+inline constexpr std::size_t stderr_tail_limit = 64 * 1024;
+
+// run_in_foreground with the child's stderr passed through a pipe: every byte reaches this process's stderr as it
+// arrives, and the start and the end are kept, so that a failure can be recognised afterwards (launch_failure.hpp).
+[[nodiscard]] ForegroundResult run_in_foreground_watching_stderr(const std::vector<std::string>& argv,
+                                                                 const std::map<std::string, std::string>& environment);
+
 // The full path of a program found on PATH (or the name itself when it holds a '/' and is executable); empty when
 // there is none.
 [[nodiscard]] std::string find_program(const std::string& name);

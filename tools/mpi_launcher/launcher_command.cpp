@@ -151,6 +151,26 @@ LauncherCommand& LauncherCommand::allow_run_as_root() {
     return *this;
 }
 
+LauncherCommand& LauncherCommand::oversubscribe() {
+    switch (launcher_) {
+        case Launcher::OpenMpi:
+            argv_.emplace_back("--oversubscribe");
+            break;
+        case Launcher::Hydra:
+            break;
+        case Launcher::Srun:
+            argv_.emplace_back("--overcommit");
+            break;
+    }
+    return *this;
+}
+
+LauncherCommand& LauncherCommand::pmi(const std::string& plugin) {
+    if (launcher_ != Launcher::Srun) throw std::logic_error("a PMI plugin is an srun option");
+    argv_.push_back("--mpi=" + plugin);
+    return *this;
+}
+
 LauncherCommand& LauncherCommand::arguments(const std::vector<std::string>& words) {
     argv_.insert(argv_.end(), words.begin(), words.end());
     return *this;

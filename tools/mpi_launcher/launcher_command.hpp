@@ -13,6 +13,9 @@
 //   remote shell C     --mca plm_rsh_agent C       -launcher ssh             -
 //                      (plm_ssh_agent on PRRTE)    -launcher-exec C
 //   as root            --allow-run-as-root         (nothing needed)          (nothing needed)
+//   more ranks than    --oversubscribe             (nothing needed)          --overcommit
+//     slots (cores)
+//   PMI plugin P       -                           -                         --mpi=P  (see pmi.hpp)
 //
 // Open MPI 5's mpirun is PRRTE's prterun and takes the same options; only MCA parameter names differ.
 
@@ -58,6 +61,10 @@ public:
     LauncherCommand& remote_shell(const std::string& command, const MpiInstall& mpi);
     // Open MPI refuses to start as root without this; the other launchers need nothing.
     LauncherCommand& allow_run_as_root();
+    // More ranks than slots (cores, or a hostfile's slots=): Open MPI and srun refuse without it; Hydra never does.
+    LauncherCommand& oversubscribe();
+    // srun only: the PMI plugin the ranks' MPI library talks to (pmi.hpp). Throws std::logic_error for mpirun.
+    LauncherCommand& pmi(const std::string& plugin);
     // Words passed as they are: the user's own launcher options, then the program and its arguments.
     LauncherCommand& arguments(const std::vector<std::string>& words);
 
