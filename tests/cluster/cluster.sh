@@ -30,6 +30,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=processes.sh
+source "$here/processes.sh"
 sshd_bin=/usr/sbin/sshd
 
 healthy_nodes=(1 2 3)
@@ -241,32 +243,6 @@ EXP
   echo "cluster.sh: ${#healthy_nodes[@]} healthy nodes and 9 broken ones on 127.0.1.11-22 port $port; source $dir/env" >&2
 }
 
-# Every PID below $1 in the process tree (sshd's sessions and what they started), read from /proc so that no
-# process-listing tool is needed. The command name in /proc/PID/stat may hold spaces: the parent PID is the second
-# field after its closing parenthesis. `children` maps a PID to its children; fill it with read_process_tree first.
-declare -A children=()
-read_process_tree() {
-  local stat line rest pid ppid
-  children=()
-  for stat in /proc/[0-9]*/stat; do
-    { line=$(<"$stat"); } 2>/dev/null || continue
-    rest=${line##*) }
-    ppid=${rest#* }
-    ppid=${ppid%% *}
-    pid=${stat#/proc/}
-    pid=${pid%/stat}
-    children[$ppid]+=" $pid"
-  done
-}
-
-descendants() {
-  local child
-  for child in ${children[$1]:-}; do
-    echo "$child"
-    descendants "$child"
-  done
-}
-
 # The processes of this cluster: the recorded ones, everything below them, and any process whose command line names
 # the cluster's directory (a session whose sshd parent ended first is adopted by init and leaves the tree).
 cluster_processes() {  # dir
@@ -287,30 +263,11 @@ cluster_processes() {  # dir
   return 0
 }
 
-# Ends every process of the cluster, by PID: TERM, up to 5 s, then KILL; rounds repeat while a scan finds new ones
-# (a session that started while the first round ran), at most 5 rounds.
-stop_cluster() {
-  local dir=$1 pid all round alive
-  [ -f "$dir/pids" ] || return 0
-  for round in 1 2 3 4 5; do
-    mapfile -t all < <(cluster_processes "$dir" | sort -u)
-    [ "${#all[@]}" -gt 0 ] || break
-    kill -TERM "${all[@]}" 2>/dev/null || true
-    for _ in $(seq 50); do
-      alive=0
-      for pid in "${all[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-      done
-      if [ "$alive" -eq 0 ]; then break; fi
-      sleep 0.1
-    done
-    kill -KILL "${all[@]}" 2>/dev/null || true
-    for pid in "${all[@]}"; do wait "$pid" 2>/dev/null || true; done
-  done
-  : >"$dir/pids"
-  if [ -f "$dir/created_run_sshd" ]; then
+# After the processes: /run/sshd goes again if this cluster created it.
+after_stop() {  # dir
+  if [ -f "$1/created_run_sshd" ]; then
     rmdir /run/sshd 2>/dev/null || true
-    rm -f "$dir/created_run_sshd"
+    rm -f "$1/created_run_sshd"
   fi
 }
 
@@ -326,34 +283,7 @@ case "${1:-}" in
   run)
     shift
     [ $# -ge 1 ] || { echo "usage: cluster.sh run COMMAND [ARGS...]" >&2; exit 2; }
-    check_requirements
-    dir=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cluster-XXXXXX")
-    child=""
-    # The exit status is COMMAND's: a failure while tearing down is reported, and does not replace it (under
-    # `set -e` a failing command in an EXIT trap would become the script's status).
-    cleanup() {
-      set +e
-      if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
-      stop_cluster "$dir" || echo "cluster.sh: stopping the cluster failed (status $?)" >&2
-      local tries
-      for tries in 1 2 3; do
-        rm -rf "$dir" 2>/dev/null && break
-        sleep 0.5
-      done
-      if [ -e "$dir" ]; then echo "cluster.sh: could not remove $dir" >&2; fi
-    }
-    trap cleanup EXIT
-    trap 'exit 143' TERM
-    trap 'exit 130' INT
-    start_cluster "$dir"
-    # shellcheck disable=SC1091
-    source "$dir/env"
-    status=0
-    "$@" &
-    child=$!
-    wait "$child" || status=$?
-    child=""
-    exit "$status"
+    run_with_cluster cluster.sh "${TMPDIR:-/tmp}/lockstep-cluster-XXXXXX" "$@"
     ;;
   *)
     echo "usage: cluster.sh run COMMAND [ARGS...] | start DIR | stop DIR" >&2

@@ -21,6 +21,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../cluster/processes.sh
+source "$here/../cluster/processes.sh"
 nodes=(n1 n2 n3)
 
 skip() {
@@ -204,31 +206,6 @@ ENV
   echo "slurm cluster.sh: slurmctld on 127.0.0.1:$ctld_port, nodes ${nodes[*]} on $host; source $dir/env" >&2
 }
 
-# Every PID below $1 in the process tree, read from /proc. The command name in /proc/PID/stat may hold spaces: the
-# parent PID is the second field after its closing parenthesis. Fill `children` with read_process_tree first.
-declare -A children=()
-read_process_tree() {
-  local stat line rest pid ppid
-  children=()
-  for stat in /proc/[0-9]*/stat; do
-    { line=$(<"$stat"); } 2>/dev/null || continue
-    rest=${line##*) }
-    ppid=${rest#* }
-    ppid=${ppid%% *}
-    pid=${stat#/proc/}
-    pid=${pid%/stat}
-    children[$ppid]+=" $pid"
-  done
-}
-
-descendants() {
-  local child
-  for child in ${children[$1]:-}; do
-    echo "$child"
-    descendants "$child"
-  done
-}
-
 # The processes of this cluster: the recorded daemons, everything below them, any process whose command line names
 # the cluster's directory, and every slurmstepd of this cluster with the tasks below it: slurmstepd leaves slurmd's
 # tree (it daemonises), and is told apart from another cluster's by its SLURM_CONF=DIR/slurm.conf.
@@ -263,41 +240,6 @@ cluster_processes() {  # dir
   return 0
 }
 
-# This process and its ancestors (a harness that runs `cluster.sh stop` may itself carry the cluster's SLURM_CONF).
-ancestors() {
-  local pid=$$ line rest
-  while [ "$pid" -gt 1 ] 2>/dev/null; do
-    echo "$pid"
-    { line=$(<"/proc/$pid/stat"); } 2>/dev/null || break
-    rest=${line##*) }
-    pid=${rest#* }
-    pid=${pid%% *}
-  done
-}
-
-# Ends every process of the cluster, by PID: TERM, up to 5 s, then KILL; rounds repeat while a scan finds new ones,
-# at most 5 rounds.
-stop_cluster() {
-  local dir=$1 pid all round alive
-  [ -f "$dir/pids" ] || return 0
-  for round in 1 2 3 4 5; do
-    mapfile -t all < <(cluster_processes "$dir" | sort -u | grep -vxF -f <(ancestors))
-    [ "${#all[@]}" -gt 0 ] || break
-    kill -TERM "${all[@]}" 2>/dev/null || true
-    for _ in $(seq 50); do
-      alive=0
-      for pid in "${all[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-      done
-      if [ "$alive" -eq 0 ]; then break; fi
-      sleep 0.1
-    done
-    kill -KILL "${all[@]}" 2>/dev/null || true
-    for pid in "${all[@]}"; do wait "$pid" 2>/dev/null || true; done
-  done
-  : >"$dir/pids"
-}
-
 case "${1:-}" in
   start)
     [ $# -eq 2 ] || { echo "usage: cluster.sh start DIR" >&2; exit 2; }
@@ -310,33 +252,7 @@ case "${1:-}" in
   run)
     shift
     [ $# -ge 1 ] || { echo "usage: cluster.sh run COMMAND [ARGS...]" >&2; exit 2; }
-    check_requirements
-    dir=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-slurm-XXXXXX")
-    child=""
-    # The exit status is COMMAND's: a failure while tearing down is reported and does not replace it.
-    cleanup() {
-      set +e
-      if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi
-      stop_cluster "$dir" || echo "slurm cluster.sh: stopping the cluster failed (status $?)" >&2
-      local tries
-      for tries in 1 2 3; do
-        rm -rf "$dir" 2>/dev/null && break
-        sleep 0.5
-      done
-      if [ -e "$dir" ]; then echo "slurm cluster.sh: could not remove $dir" >&2; fi
-    }
-    trap cleanup EXIT
-    trap 'exit 143' TERM
-    trap 'exit 130' INT
-    start_cluster "$dir"
-    # shellcheck disable=SC1091
-    source "$dir/env"
-    status=0
-    "$@" &
-    child=$!
-    wait "$child" || status=$?
-    child=""
-    exit "$status"
+    run_with_cluster "slurm cluster.sh" "${TMPDIR:-/tmp}/lockstep-slurm-XXXXXX" "$@"
     ;;
   *)
     echo "usage: cluster.sh run COMMAND [ARGS...] | start DIR | stop DIR" >&2
