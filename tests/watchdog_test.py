@@ -4,7 +4,8 @@
 Usage:
   watchdog_test.py repeat MPIRUN HANG_PROGRAM NP RUNS [DEBUG]
       The skip-and-exit job (the last rank leaves the loop and returns from main) RUNS times in a row, debug mode
-      DEBUG (0 by default): every run must end non-zero, with the report, within the timeout + 15 s.
+      DEBUG: 0 (the default), 1, or both (on in every other run): every run must end non-zero, with the report,
+      within the timeout + 15 s.
   watchdog_test.py headline MPIRUN HANG_PROGRAM NP MODE
       A hang whose headline is not "never arrived" (MODE op, extra, cross): the report groups the ranks by the call
       they are in, and names each stuck communicator's ranks by world rank.
@@ -57,13 +58,14 @@ def repeat(mpirun: str, program: str, np: int, runs: int, debug: str) -> int:
     failed = 0
     slowest = 0.0
     for i in range(1, runs + 1):
-        code, seconds, output = run_job(mpirun, np, [program, "skip"], debug=debug)
+        mode = debug if debug != "both" else str(i % 2)  # both: debug mode on in every other run
+        code, seconds, output = run_job(mpirun, np, [program, "skip"], debug=mode)
         slowest = max(slowest, seconds)
         ok = code not in (None, 0) and "collective timed out after" in output
         if not ok:
             failed += 1
             print(output)
-            print(f"FAIL: run {i}: exit code {code} after {seconds:.1f} s"
+            print(f"FAIL: run {i} (debug mode {mode}): exit code {code} after {seconds:.1f} s"
                   f"{'' if code is not None else ' (killed: mpirun did not return)'}")
     print(f"{runs - failed} of {runs} runs ended non-zero with the report; slowest {slowest:.1f} s "
           f"(limit {TIMEOUT_SECONDS + GRACE_SECONDS} s)")
