@@ -12,20 +12,43 @@ builddir=${LOCKSTEP_BUILD_DIR:-build}
 echo "run-tests: plain build ready after $((SECONDS - started)) s"
 rm -f "$builddir/meson-logs/testlog.json"
 status=0
-phase=$SECONDS
-meson test -C "$builddir" --print-errorlogs "$@" || status=$?
-echo "run-tests: plain tests took $((SECONDS - phase)) s"
-logs=("$builddir/meson-logs/testlog.json")
 
 sanitizers=${LOCKSTEP_SANITIZERS:-asan,tsan}
 case "$sanitizers" in
   0 | no | false | off | none) sanitizers="" ;;
   1 | yes | true | on | all) sanitizers=asan,tsan ;;
 esac
-for sanitizer in ${sanitizers//,/ }; do
+# The sanitizer builds compile at the lowest priority while the plain tests run: those spend most of their time
+# waiting (launchers, timeouts, ssh), and take the processor first whenever they need it.
+builder=""
+if [ -n "$sanitizers" ]; then
+  mkdir -p build-logs
+  (
+    for sanitizer in ${sanitizers//,/ }; do
+      started_build=$SECONDS
+      LOCKSTEP_SANITIZER_PHASE=build nice -n 19 bash tests/sanitizers/run.sh "$sanitizer" \
+        >"build-logs/$sanitizer-build.log" 2>&1 || true
+      echo "run-tests: $sanitizer build took $((SECONDS - started_build)) s" >>"build-logs/$sanitizer-build.log"
+    done
+  ) &
+  builder=$!
+fi
+
+phase=$SECONDS
+meson test -C "$builddir" --print-errorlogs "$@" || status=$?
+echo "run-tests: plain tests took $((SECONDS - phase)) s"
+logs=("$builddir/meson-logs/testlog.json")
+
+if [ -n "$builder" ]; then
   phase=$SECONDS
-  bash tests/sanitizers/run.sh "$sanitizer" || status=$?
-  echo "run-tests: $sanitizer build and tests took $((SECONDS - phase)) s"
+  wait "$builder" || true
+  echo "run-tests: waited $((SECONDS - phase)) s for the sanitizer builds"
+fi
+for sanitizer in ${sanitizers//,/ }; do
+  tail -n 5 "build-logs/$sanitizer-build.log"
+  phase=$SECONDS
+  LOCKSTEP_SANITIZER_PHASE=test bash tests/sanitizers/run.sh "$sanitizer" || status=$?
+  echo "run-tests: $sanitizer tests took $((SECONDS - phase)) s"
   logs+=("$sanitizer=build-$sanitizer/meson-logs/testlog.json")
 done
 if [ -z "$sanitizers" ]; then

@@ -17,12 +17,12 @@ shift
 supp="$root/tests/sanitizers"
 
 # Shared by both: no CUDA (ASan's shadow memory and TSan's address layout clash with the CUDA driver, and no
-# instrumented code would run on the device), no benchmarks or examples (programs, not tests), -O1 with line tables
+# instrumented code would run on the device), no benchmarks or examples (programs, not tests), line tables
 # (-g1) so that reports carry file:line at a fraction of -g's compile time, frame pointers for whole stacks.
 # b_lundef=false: the sanitizer runtimes are linked into programs, not into liblockstep.so.
 # Assertions on (b_ndebug=false, _GLIBCXX_ASSERTIONS): Eigen's and libstdc++'s bounds checks find what the sanitizers'
 # shadow memory cannot see, an index past a vector's size but within its capacity.
-common_options=(-Doptimization=1 -Ddebug=false -Db_ndebug=false -Db_lundef=false
+common_options=(-Ddebug=false -Db_ndebug=false -Db_lundef=false
   -Dcuda=disabled -Dbenchmarks=false -Dexamples=false)
 common_flags="-g1 -fno-omit-frame-pointer -D_GLIBCXX_ASSERTIONS"
 
@@ -30,7 +30,9 @@ case "$flavour" in
   asan)
     builddir=build-asan
     # shellcheck disable=SC2054 # the comma separates meson's values, not bash's elements
-    options=("${common_options[@]}" -Db_sanitize=address,undefined
+    # -O0: the ASan build is the largest (every test program); unoptimised code compiles in about half the time and
+    # the tests spend theirs waiting for MPI, launchers and timeouts, not computing.
+    options=("${common_options[@]}" -Doptimization=0 -Db_sanitize=address,undefined
       "-Dcpp_args=$common_flags -fno-sanitize-recover=undefined")
     # Tests that run no lockstep code of their own, or that cannot run against an instrumented library:
     #   format, format_gate        the clang-format gate reads sources; the plain build runs it
@@ -54,7 +56,7 @@ check_initialization_order=1:strict_init_order=1:print_suppressions=0"
     ;;
   tsan)
     builddir=build-tsan
-    options=("${common_options[@]}" -Db_sanitize=thread "-Dcpp_args=$common_flags")
+    options=("${common_options[@]}" -Doptimization=1 -Db_sanitize=thread "-Dcpp_args=$common_flags")
     suites=()
     exclude=()
     # lockstep's threads: the watchdog's loop and report threads (collectives/watchdog.cpp), the hostcheck resolver's
@@ -78,9 +80,25 @@ print_suppressions=0"
     ;;
 esac
 
+# LOCKSTEP_SANITIZER_PHASE: build (configure and build only), test (run what an earlier build phase built), or all
+# (the default). tools/run-tests.sh builds while the plain build's tests run, whose time is mostly spent waiting.
+phase=${LOCKSTEP_SANITIZER_PHASE:-all}
+case "$phase" in
+  build | test | all) ;;
+  *)
+    echo "tests/sanitizers/run.sh: LOCKSTEP_SANITIZER_PHASE must be build, test or all (got '$phase')" >&2
+    exit 2
+    ;;
+esac
+
 # A new directory is configured; an existing one takes the options again through `meson configure`, so that an edit
 # here reaches it (`meson setup --reconfigure` keeps the values it stored for cpp_args and b_ndebug).
-if [ -f "$builddir/build.ninja" ]; then
+if [ "$phase" = test ]; then
+  if [ ! -f "$builddir/sanitizer-build-status" ]; then
+    echo "tests/sanitizers/run.sh: $flavour: nothing built yet (run the build phase first)" >&2
+    exit 1
+  fi
+elif [ -f "$builddir/build.ninja" ]; then
   meson configure "$builddir" "${options[@]}"
 else
   meson setup "$builddir" "${options[@]}"
@@ -135,10 +153,16 @@ needed = {os.path.relpath(path, os.path.realpath(builddir))
 print("\n".join(sorted(needed)))
 EOF
 )
-echo "sanitizers: $flavour: building ${#targets[@]} programs in $builddir for ${#tests[@]} tests"
-# -k 0: a program that does not build fails its own tests, not the whole sanitizer run.
 build_status=0
-ninja -C "$builddir" -k 0 "${targets[@]}" || build_status=$?
+if [ "$phase" = test ]; then
+  build_status=$(<"$builddir/sanitizer-build-status")
+else
+  echo "sanitizers: $flavour: building ${#targets[@]} programs in $builddir for ${#tests[@]} tests"
+  # -k 0: a program that does not build fails its own tests, not the whole sanitizer run.
+  ninja -C "$builddir" -k 0 "${targets[@]}" || build_status=$?
+  echo "$build_status" >"$builddir/sanitizer-build-status"
+  if [ "$phase" = build ]; then exit "$build_status"; fi
+fi
 
 rm -f "$builddir/meson-logs/testlog.json"
 # Instrumented programs start and run several times slower: timeouts are doubled (ASan) or tripled (TSan).
