@@ -35,70 +35,30 @@ std::string source_of(const Config& cfg, const char* key, bool explicit_option) 
     return it == cfg.sources.end() ? "default" : it->second;
 }
 
-// The next communicator id this process would give; a new communicator takes the largest over its members.
-std::uint64_t& communicator_counter() {
-    static std::uint64_t counter = 0;
-    return counter;
-}
-}  // namespace
-
-Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
+SettingsRecord settings_record(const CommunicatorOptions& options, bool debug, double timeout) {
     const Config& cfg = config();
-    debug = options.debug.value_or(cfg.debug);
-    timeout = options.timeout.value_or(cfg.timeout);
-    tsc = detail::ticks_are_tsc();
-    LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &comm));
-    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-    LOCKSTEP_MPI_CHECK(MPI_Comm_dup(comm, &control));
-    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
-    LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
-    LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
-    try {
-        check_settings_agree(options);
-    } catch (...) {
-        MPI_Comm_free(&control);
-        MPI_Comm_free(&comm);
-        throw;
-    }
-
-    // One exchange sets up the watchdog's view of this communicator and agrees on its id.
-    auto& watchdog = detail::Watchdog::instance();
-    watchdog.ensure_started(thread_level);
-    detail::Endpoint mine = watchdog.endpoint();
-    mine.next_comm_id = communicator_counter();
-    std::vector<detail::Endpoint> members;
-    LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, members, control, size));
-    for (const auto& m : members) {
-        id = std::max(id, m.next_comm_id);
-        world_ranks.push_back(m.world_rank);
-    }
-    communicator_counter() = id + 1;
-    const detail::Boards boards = watchdog.register_communicator(id, std::move(members), timeout);
-    if (timeout > 0.0) {
-        board = boards.collectives;
-        p2p_board = boards.point_to_point;
-    }
-    detail::attach_wait_counter(&wait_ticks);
+    SettingsRecord r{};
+    r.signature_bytes = sizeof(detail::WireSignature);
+    r.timeout = timeout;
+    r.debug = debug ? 1 : 0;
+    r.debug_source.assign(source_of(cfg, "debug", options.debug.has_value()), /*keep_end=*/true);
+    r.timeout_source.assign(source_of(cfg, "timeout", options.timeout.has_value()), /*keep_end=*/true);
+    r.version.assign(LOCKSTEP_VERSION);
+    return r;
 }
 
-void Communicator::Impl::check_settings_agree(const CommunicatorOptions& options) {
-    const Config& cfg = config();
-    SettingsRecord mine{};
-    mine.signature_bytes = sizeof(detail::WireSignature);
-    mine.timeout = timeout;
-    mine.debug = debug ? 1 : 0;
-    mine.debug_source.assign(source_of(cfg, "debug", options.debug.has_value()), /*keep_end=*/true);
-    mine.timeout_source.assign(source_of(cfg, "timeout", options.timeout.has_value()), /*keep_end=*/true);
-    mine.version.assign(LOCKSTEP_VERSION);
-    std::vector<SettingsRecord> all;
-    LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, all, control, size));
+// What each process contributes when it joins a communicator: its watchdog endpoint and its settings.
+struct JoinRecord {
+    detail::Endpoint endpoint;
+    SettingsRecord settings;
+};
 
-    // Every process compares the same records, so either all go on or all throw the same error.
+// Every process compares the same records, so either all go on or all throw the same ConfigError.
+void check_settings_agree(const std::vector<JoinRecord>& all) {
     std::string differences;
     const auto compare = [&](std::string_view what, auto&& value) {
         std::vector<std::string> values;
-        for (const auto& r : all) values.push_back(value(r));
+        for (const auto& j : all) values.push_back(value(j.settings));
         if (std::any_of(values.begin(), values.end(), [&](const auto& v) { return v != values.front(); })) {
             differences += fmt::format("{}:\n{}", what, detail::grouped_by_value(values));
         }
@@ -119,6 +79,55 @@ void Communicator::Impl::check_settings_agree(const CommunicatorOptions& options
                                   "forwards LOCKSTEP_* variables to every rank (with mpirun, use -x VARIABLE), and "
                                   "every rank must run the same lockstep build.",
                                   differences));
+}
+
+// The next communicator id this process would give; a new communicator takes the largest over its members.
+std::uint64_t& communicator_counter() {
+    static std::uint64_t counter = 0;
+    return counter;
+}
+}  // namespace
+
+Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
+    const Config& cfg = config();
+    debug = options.debug.value_or(cfg.debug);
+    timeout = options.timeout.value_or(cfg.timeout);
+    tsc = detail::ticks_are_tsc();
+    LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &comm));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_dup(comm, &control));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
+    LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
+    // One exchange checks the settings that must agree, sets up the watchdog's view of this communicator and agrees
+    // on its id.
+    auto& watchdog = detail::Watchdog::instance();
+    watchdog.ensure_started(thread_level);
+    JoinRecord mine{watchdog.endpoint(), settings_record(options, debug, timeout)};
+    mine.endpoint.next_comm_id = communicator_counter();
+    std::vector<JoinRecord> joined;
+    try {
+        LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, joined, control, size));
+        check_settings_agree(joined);
+    } catch (...) {
+        MPI_Comm_free(&control);
+        MPI_Comm_free(&comm);
+        throw;
+    }
+    std::vector<detail::Endpoint> members;
+    for (const auto& j : joined) {
+        members.push_back(j.endpoint);
+        id = std::max(id, j.endpoint.next_comm_id);
+        world_ranks.push_back(j.endpoint.world_rank);
+    }
+    communicator_counter() = id + 1;
+    const detail::Boards boards = watchdog.register_communicator(id, std::move(members), timeout);
+    if (timeout > 0.0) {
+        board = boards.collectives;
+        p2p_board = boards.point_to_point;
+    }
+    detail::attach_wait_counter(&wait_ticks);
 }
 
 Communicator::Impl::~Impl() {

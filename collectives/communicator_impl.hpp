@@ -65,9 +65,8 @@ struct alignas(64) Communicator::Impl {
 
     // The life cycle (communicator.cpp).
     Impl(MPI_Comm base, const CommunicatorOptions& options);
-    // One exchange before the first call: the settings that change the protocol must be equal on every process, or
+    // The constructor's one exchange also compares the settings that change the protocol: unequal on any process,
     // every process throws the same ConfigError (rather than hanging in the first collective that differs).
-    void check_settings_agree(const CommunicatorOptions& options);
     ~Impl();
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;

@@ -246,21 +246,7 @@ EXP
 # The processes of this cluster: the recorded ones, everything below them, and any process whose command line names
 # the cluster's directory (a session whose sshd parent ended first is adopted by init and leaves the tree).
 cluster_processes() {  # dir
-  local dir=$1 pid rest cmdline
-  read_process_tree
-  while read -r pid rest; do
-    [ -n "$pid" ] || continue
-    kill -0 "$pid" 2>/dev/null && echo "$pid"
-    descendants "$pid"
-  done <"$dir/pids"
-  for cmdline in /proc/[0-9]*/cmdline; do
-    pid=${cmdline#/proc/}
-    pid=${pid%/cmdline}
-    [ "$pid" = "$$" ] && continue
-    # A process may end between the glob and the read: the redirection's own error is silenced too.
-    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
-  done
-  return 0
+  recorded_processes "$1"
 }
 
 # After the processes: /run/sshd goes again if this cluster created it.

@@ -29,6 +29,26 @@ descendants() {
   done
 }
 
+# The processes recorded in DIR/pids, everything below them, and any process whose command line names DIR (one
+# adopted by init when its parent ended first has left the tree). Fills `children` on the way.
+recorded_processes() {  # dir
+  local dir=$1 pid rest cmdline
+  read_process_tree
+  while read -r pid rest; do
+    [ -n "$pid" ] || continue
+    kill -0 "$pid" 2>/dev/null && echo "$pid"
+    descendants "$pid"
+  done <"$dir/pids"
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid=${cmdline#/proc/}
+    pid=${pid%/cmdline}
+    [ "$pid" = "$$" ] && continue
+    # A process may end between the glob and the read: the redirection's own error is silenced too.
+    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
+  done
+  return 0
+}
+
 # This process and its ancestors, which no stop may end (a harness that runs `cluster.sh stop` may carry the
 # cluster's variables).
 ancestors() {

@@ -210,20 +210,8 @@ ENV
 # the cluster's directory, and every slurmstepd of this cluster with the tasks below it: slurmstepd leaves slurmd's
 # tree (it daemonises), and is told apart from another cluster's by its SLURM_CONF=DIR/slurm.conf.
 cluster_processes() {  # dir
-  local dir=$1 pid rest cmdline comm
-  read_process_tree
-  while read -r pid rest; do
-    [ -n "$pid" ] || continue
-    kill -0 "$pid" 2>/dev/null && echo "$pid"
-    descendants "$pid"
-  done <"$dir/pids"
-  for cmdline in /proc/[0-9]*/cmdline; do
-    pid=${cmdline#/proc/}
-    pid=${pid%/cmdline}
-    [ "$pid" = "$$" ] && continue
-    # A process may end between the listing and the read: its vanished cmdline is no error.
-    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi
-  done
+  local dir=$1 pid comm
+  recorded_processes "$dir"
   # Clients (salloc, srun, sbatch --wait) of this cluster would wait for its controller forever once it is gone.
   for comm in /proc/[0-9]*/comm; do
     case "$({ cat "$comm"; } 2>/dev/null)" in
