@@ -18,6 +18,10 @@ SKIPPED = {"SKIP"}
 # test that passes with one in its output still failed: a rank's report may be lost behind an exit code that the test
 # expected anyway (a hang test expects a non-zero exit).
 SANITIZER_REPORT = re.compile(r"^SUMMARY: (Address|Leak|UndefinedBehavior|Thread)Sanitizer", re.MULTILINE)
+# Lines of a failed test's output worth showing first: a check's own verdict, an error, a timeout.
+TELLING = re.compile(r"^(FAIL|ERROR|Traceback)|error:|not ready|timed out|Sanitizer", re.IGNORECASE)
+DIGEST_TELLING, DIGEST_TAIL, DIGEST_WIDTH = 12, 8, 300
+digests: list[list[str]] = []
 
 
 def split_argument(argument: str) -> tuple[str, str]:
@@ -26,6 +30,15 @@ def split_argument(argument: str) -> tuple[str, str]:
     if sep and label and "/" not in label:
         return label, path
     return "", argument
+
+
+def digest(name: str, output: str) -> list[str]:
+    """A few lines of a failed test's output that say why: its own FAIL lines and error lines, then its last lines.
+    CI shows only the end of the run's output, so this goes just above the summary line."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    telling = [line for line in lines if TELLING.search(line)][:DIGEST_TELLING]
+    tail = [line for line in lines[-DIGEST_TAIL:] if line not in telling]
+    return [f"--- why {name} failed:"] + [f"  {line[:DIGEST_WIDTH]}" for line in telling + tail]
 
 
 def read_log(label: str, path: str) -> tuple[int, int, int, list[str]]:
@@ -49,6 +62,7 @@ def read_log(label: str, path: str) -> tuple[int, int, int, list[str]]:
                 else:
                     failed += 1
                     failures.append(f"{prefix}{result.get('name', '?')} ({outcome})")
+                    digests.append(digest(f"{prefix}{result.get('name', '?')}", output))
     except FileNotFoundError:
         print(f"test-summary: {prefix}{path} does not exist: the tests did not run")
         return 0, 1, 0, [f"{prefix}{path} (MISSING)"]
@@ -66,6 +80,8 @@ def main(arguments: list[str]) -> int:
         p, f, s, names = read_log(*split_argument(argument))
         passed, failed, skipped = passed + p, failed + f, skipped + s
         failures += names
+    for lines in digests:
+        print("\n".join(lines))
     for name in failures:
         print(f"FAILED: {name}")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
