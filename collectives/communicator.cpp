@@ -51,6 +51,7 @@ SettingsRecord settings_record(const CommunicatorOptions& options, bool debug, d
 struct JoinRecord {
     detail::Endpoint endpoint;
     SettingsRecord settings;
+    detail::ShmJoin shm;
 };
 
 // Every process compares the same records, so either all go on or all throw the same ConfigError.
@@ -104,12 +105,16 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     // on its id.
     auto& watchdog = detail::Watchdog::instance();
     watchdog.ensure_started(thread_level);
-    JoinRecord mine{watchdog.endpoint(), settings_record(options, debug, timeout)};
+    JoinRecord mine{watchdog.endpoint(), settings_record(options, debug, timeout),
+                    detail::prepare_shm_join(options.shared_memory.value_or(true))};
     mine.endpoint.next_comm_id = communicator_counter();
     std::vector<JoinRecord> joined;
     try {
         LOCKSTEP_MPI_CHECK(detail::allgather_fixed(mine, joined, control, size));
         check_settings_agree(joined);
+        std::vector<detail::ShmJoin> shm_joins;
+        for (const auto& j : joined) shm_joins.push_back(j.shm);
+        shm = detail::ShmGroup::create(comm, rank, shm_joins, &mpi_calls);
     } catch (...) {
         MPI_Comm_free(&control);
         MPI_Comm_free(&comm);
@@ -212,7 +217,18 @@ CommunicatorStats Communicator::stats() const noexcept {
     s.signature_checks = impl_->signature_checks;
     s.mpi_calls = impl_->mpi_calls;
     s.wait_seconds = detail::ticks_to_seconds(impl_->wait_ticks.load(std::memory_order_relaxed));
+    if (impl_->shm != nullptr) {
+        s.shm_calls = impl_->shm->calls;
+        s.hierarchical_calls = impl_->shm->hierarchical_calls;
+    }
     return s;
+}
+
+void Communicator::set_shared_memory(bool on) noexcept {
+    if (impl_->shm != nullptr) impl_->shm->enabled = on;
+}
+bool Communicator::shared_memory() const noexcept {
+    return impl_->shm != nullptr && impl_->shm->enabled;
 }
 
 Communicator Communicator::split(int color, int key) const {
@@ -221,14 +237,15 @@ Communicator Communicator::split(int color, int key) const {
     }
     MPI_Comm part = MPI_COMM_NULL;
     LOCKSTEP_MPI_CHECK(MPI_Comm_split(impl_->comm, color, key, &part));
-    CommunicatorOptions options{impl_->debug, impl_->timeout};
+    CommunicatorOptions options{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()};
     auto impl = std::make_unique<Impl>(part, options);
     LOCKSTEP_MPI_CHECK(MPI_Comm_free(&part));
     return Communicator(std::move(impl));
 }
 
 Communicator Communicator::dup() const {
-    return Communicator(std::make_unique<Impl>(impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout}));
+    return Communicator(
+        std::make_unique<Impl>(impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
 }
 
 }  // namespace lockstep

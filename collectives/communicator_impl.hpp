@@ -22,6 +22,7 @@
 #include "fixed_record.hpp"
 #include "operation_table.hpp"
 #include "rank_groups.hpp"
+#include "shm/shm_group.hpp"
 #include "tick_clock.hpp"
 #include "watchdog.hpp"
 #include "wire_signature.hpp"
@@ -131,6 +132,17 @@ struct alignas(64) Communicator::Impl {
 
     std::uint64_t step = 0;        // Communicator::set_step: compared in debug mode; 0 is unset
     std::vector<int> world_ranks;  // of this communicator's ranks, for reports
+    // Collectives through the node's shared-memory arena; null where the communicator cannot use it. A payload
+    // tries it first when the call is large enough (shm_group.hpp), and takes the MPI path when it declines.
+    std::unique_ptr<detail::ShmGroup> shm;
+    [[nodiscard]] detail::ShmGroup* shm_for(std::size_t bytes) const noexcept {
+        return shm != nullptr && shm->reaches(bytes) ? shm.get() : nullptr;
+    }
+    // What split and dup pass on: this communicator's switch where it has the arena, otherwise the default.
+    [[nodiscard]] std::optional<bool> inherited_shared_memory() const noexcept {
+        if (shm == nullptr) return std::nullopt;
+        return shm->enabled;
+    }
 
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
     class PointToPointWatch {

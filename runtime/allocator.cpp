@@ -1,5 +1,6 @@
 #include <lockstep/allocator.hpp>
 #include <lockstep/config.hpp>
+#include <lockstep/internal/arena.hpp>
 
 #include <fmt/core.h>
 #include <malloc.h>
@@ -273,7 +274,14 @@ protected:
     // memory transport's single-copy path) pin and walk the pages of a buffer, and a huge page replaces 512 small ones:
     // a 16 MiB broadcast between two local ranks takes about a third of the time of the same call on malloc'd memory
     // (docs/benchmarks.md). The kernel's policy decides: with transparent_hugepage=never the hint changes nothing.
+    // While the node's shared-memory arena is active, blocks of at least its threshold come from this process's
+    // segment of it (shared_memory.cpp), so that the other processes of the node can read them; a full segment
+    // falls back to the private memory below.
     void* system_allocate(std::size_t bytes) override {
+        if (detail::arena_active() && bytes >= detail::arena_threshold()) {
+            if (void* block = detail::arena_allocate(bytes)) return block;
+            detail::arena_note_fallback(bytes);
+        }
         if (bytes < huge_block) {
             // 64-byte alignment: a cache line, and enough for AVX-512 loads. Sizes are multiples of 512 already.
             return std::aligned_alloc(64, bytes);
@@ -296,7 +304,9 @@ protected:
         return block;
     }
     void system_free(void* ptr, std::size_t bytes) noexcept override {
-        if (bytes < huge_block) {
+        if (detail::arena_owns(ptr)) {
+            detail::arena_free(ptr, bytes);
+        } else if (bytes < huge_block) {
             discard_whole_pages(ptr, bytes);
             std::free(ptr);
         } else {

@@ -323,6 +323,59 @@ constexpr Kind<std::optional<std::string>> watchdog_host_kind{
     "(127.0.0.1 on one node, else the host name)",
     read_watchdog_host, refuse_watchdog_host, show_watchdog_host};
 
+// --- the shared-memory arena
+
+bool read_shm_mode(std::string_view text, ShmMode& mode) {
+    if (equals_lowercase(text, "auto")) {
+        mode = ShmMode::Auto;
+        return true;
+    }
+    const auto on = parse_bool(text);
+    if (!on) return false;
+    mode = *on ? ShmMode::On : ShmMode::Off;
+    return true;
+}
+
+std::string show_shm_mode(const ShmMode& mode) {
+    return std::string(shm_mode_name(mode));
+}
+
+constexpr Kind<ShmMode> shm_mode_kind{
+    "a shared-memory mode",
+    "auto (the arena when two or more processes share a node), on (also for a process alone on its node) or off; "
+    "on/off also as 1/0, true/false, yes/no",
+    read_shm_mode, nullptr, show_shm_mode};
+
+bool read_arena_size(std::string_view text, std::optional<std::size_t>& bytes) {
+    if (text.empty() || equals_lowercase(text, "auto")) {
+        bytes.reset();
+        return true;
+    }
+    std::size_t value = 0;
+    if (!read_bytes(text, value)) return false;
+    bytes = value;
+    return true;
+}
+
+std::optional<std::string> refuse_arena_size(const std::optional<std::size_t>& bytes) {
+    if (bytes != std::size_t{0}) return std::nullopt;
+    return std::string("is an arena of 0 bytes; use shm: off for none");
+}
+
+std::string show_arena_size(const std::optional<std::size_t>& bytes) {
+    return bytes ? show_bytes(*bytes) : std::string("auto");
+}
+
+constexpr Kind<std::optional<std::size_t>> arena_size_kind{
+    "an arena size",
+    "a positive size per process such as 512MiB or 4GiB (rounded up to 2 MiB), or auto (half of /dev/shm's free "
+    "space shared among the node's processes, at most 16 GiB each)",
+    read_arena_size, refuse_arena_size, show_arena_size};
+
+constexpr Kind<std::size_t> shm_threshold_kind{
+    "a threshold size", "a size such as 64KiB or 1MiB, or a plain number of bytes (0: every host block)", read_bytes,
+    nullptr, show_bytes};
+
 // ------------------------------------------------------------------------------ the settings
 
 // One row per setting. A row names the Config field (plain, or optional where unset means something), the kind of its
@@ -397,6 +450,11 @@ constexpr std::array settings = {
         "staging_chunk_bytes", env_names::staging_chunk_bytes),
     setting<&Config::watchdog_host, watchdog_host_kind, &ConfigOverrides::watchdog_host>("watchdog_host",
                                                                                          env_names::watchdog_host),
+    setting<&Config::shm, shm_mode_kind, &ConfigOverrides::shm>("shm", env_names::shm),
+    setting<&Config::shm_arena_size, arena_size_kind, &ConfigOverrides::shm_arena_size>("shm_arena_size",
+                                                                                       env_names::shm_arena_size),
+    setting<&Config::shm_threshold, shm_threshold_kind, &ConfigOverrides::shm_threshold>("shm_threshold",
+                                                                                        env_names::shm_threshold),
     setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),
     setting<&Config::num_machines, machine_count_kind>("num_machines", nullptr),
     setting<&Config::mixed_precision, mixed_precision_kind>("mixed_precision", nullptr),

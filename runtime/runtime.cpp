@@ -1,5 +1,6 @@
 #include <lockstep/allocator.hpp>
 #include <lockstep/generator.hpp>
+#include <lockstep/internal/arena.hpp>
 #include <lockstep/runtime.hpp>
 
 #include <fmt/core.h>
@@ -182,6 +183,7 @@ void Runtime::setup(const RuntimeOptions& options) {
 
     detail::install_config(config_);
     allocator_for(Device::cpu()).set_limit(config_.cpu_memory_limit);
+    detail::setup_arena(local_comm_, config_);
     default_generator().manual_seed(config_.seed);
 }
 

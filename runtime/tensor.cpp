@@ -1,3 +1,4 @@
+#include <lockstep/shared_memory.hpp>
 #include <lockstep/tensor.hpp>
 
 #include <fmt/core.h>
@@ -287,4 +288,10 @@ Tensor Tensor::narrow_rows(std::int64_t start, std::int64_t end) const {
                   dtype_, device_);
 }
 
+}  // namespace lockstep
+
+namespace lockstep {
+bool Tensor::in_shared_memory() const noexcept {
+    return storage_ != nullptr && device_.is_cpu() && lockstep::in_shared_memory(data_, nbytes());
+}
 }  // namespace lockstep

@@ -26,6 +26,9 @@ namespace lockstep {
 struct CommunicatorOptions {
     std::optional<bool> debug;      // default: Config `debug`
     std::optional<double> timeout;  // seconds; 0 disables the watchdog. Default: Config `timeout`
+    // Whether collectives may run through the node's shared-memory arena (shared_memory.hpp) when every process's
+    // tensor lies in it. Default: on whenever the arena is active (Config `shm`).
+    std::optional<bool> shared_memory;
 };
 
 struct CommunicatorStats {
@@ -33,6 +36,8 @@ struct CommunicatorStats {
     std::uint64_t signature_checks = 0;  // debug-mode signature exchanges
     std::uint64_t mpi_calls = 0;         // MPI calls lockstep made for those collectives, exchanges included
     double wait_seconds = 0.0;           // wall time spent inside collectives
+    std::uint64_t shm_calls = 0;         // collectives that moved their data through the shared-memory arena
+    std::uint64_t hierarchical_calls = 0;  // of those, the ones that spanned nodes (arena, MPI between nodes, arena)
 };
 
 class LOCKSTEP_API Communicator {
@@ -61,6 +66,11 @@ public:
     void set_step(std::uint64_t step) noexcept;
     [[nodiscard]] std::uint64_t step() const noexcept;
     [[nodiscard]] CommunicatorStats stats() const noexcept;
+    // Shared-memory collectives (allreduce, reduce_scatter, allgather, broadcast, reduce): used when this is on, the
+    // arena is active on every process, and every process's tensors lie in it; otherwise the MPI path. Switch it on
+    // every rank at the same point. Off: always the MPI path. shared_memory() is false where the arena is not usable.
+    void set_shared_memory(bool on) noexcept;
+    [[nodiscard]] bool shared_memory() const noexcept;
 
     // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup.
     [[nodiscard]] Communicator split(int color, int key) const;

@@ -7,6 +7,7 @@ namespace lockstep {
 
 namespace {
 void allgather_payload(auto& impl, const Tensor& t, Tensor& out) {
+    if (detail::ShmGroup* shm = impl.shm_for(t.nbytes()); shm != nullptr && shm->allgather(t, out)) return;
     const int n = detail::checked_count(t.numel(), "allgather");
     const MPI_Datatype dt = mpi_datatype(t.dtype());
     detail::with_host_buffers(t, out, [&](const void* src, void* dst) {

@@ -6,6 +6,7 @@ namespace lockstep {
 
 namespace {
 void broadcast_chunks(auto& impl, Tensor& t, int root) {
+    if (detail::ShmGroup* shm = impl.shm_for(t.nbytes()); shm != nullptr && shm->broadcast(t, root)) return;
     detail::with_host_chunks(t, [&](void* p, std::int64_t count) {
         impl.mpi(MPI_Bcast(p, detail::checked_count(count, "broadcast"), mpi_datatype(t.dtype()), root, impl.comm),
                  "MPI_Bcast");

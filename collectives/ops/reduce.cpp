@@ -16,6 +16,10 @@ Tensor Communicator::reduce(const Tensor& t, ReduceOp op, int root, CallSite sit
         },
         [&] {
             const Tensor& in = r.input.of(t);
+            if (detail::ShmGroup* shm = impl_->shm_for(in.nbytes());
+                shm != nullptr && shm->reduce(in, is_root ? &r.result : nullptr, op, root)) {
+                return;
+            }
             const int n = detail::checked_count(in.numel(), "reduce");
             detail::with_host_buffers(
                 in, r.result,

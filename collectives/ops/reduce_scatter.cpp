@@ -7,6 +7,7 @@ namespace lockstep {
 
 namespace {
 void reduce_scatter_payload(auto& impl, const Tensor& in, Tensor& out, ReduceOp op) {
+    if (detail::ShmGroup* shm = impl.shm_for(in.nbytes()); shm != nullptr && shm->reduce_scatter(in, out, op)) return;
     const int n = detail::checked_count(out.numel(), "reduce_scatter");
     detail::with_host_buffers(in, out, [&](const void* src, void* dst) {
         impl.mpi(

@@ -28,6 +28,10 @@ enum class LogLevel { Debug, Info, Warning, Error, Critical };
 [[nodiscard]] LOCKSTEP_API std::string_view log_level_name(LogLevel level) noexcept;  // "DEBUG", ...
 // Parses DEBUG/INFO/WARNING/ERROR/CRITICAL in any case; nullopt otherwise.
 [[nodiscard]] LOCKSTEP_API std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
+// Whether host tensors live in the node's shared-memory arena (shared_memory.hpp): auto uses it when two or more
+// processes share a node, on also when a process is alone on its node, off never.
+enum class ShmMode { Auto, On, Off };
+[[nodiscard]] LOCKSTEP_API std::string_view shm_mode_name(ShmMode mode) noexcept;  // "auto", "on", "off"
 // Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
 [[nodiscard]] LOCKSTEP_API std::optional<bool> parse_bool(std::string_view text) noexcept;
 
@@ -42,6 +46,9 @@ struct ConfigOverrides {
     std::optional<bool> cuda_aware;
     std::optional<std::size_t> staging_chunk_bytes;
     std::optional<std::string> watchdog_host;
+    std::optional<ShmMode> shm;
+    std::optional<std::size_t> shm_arena_size;  // bytes per process
+    std::optional<std::size_t> shm_threshold;   // bytes
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
@@ -68,6 +75,11 @@ struct LOCKSTEP_API Config {
     std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // per copy when device data is staged through host memory
     std::optional<std::string> watchdog_host;  // address the watchdog publishes; unset: 127.0.0.1 on one node, else
                                                // the host name
+
+    // The node's shared-memory arena for host tensors (shared_memory.hpp).
+    ShmMode shm = ShmMode::Auto;
+    std::optional<std::size_t> shm_arena_size;  // bytes of arena per process; unset: chosen from /dev/shm's free space
+    std::size_t shm_threshold = std::size_t{64} << 10;  // host blocks of at least this many bytes come from the arena
 
     // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
@@ -107,6 +119,9 @@ inline constexpr const char* seed = "LOCKSTEP_SEED";
 inline constexpr const char* cuda_aware = "LOCKSTEP_CUDA_AWARE";
 inline constexpr const char* staging_chunk_bytes = "LOCKSTEP_STAGING_CHUNK_BYTES";
 inline constexpr const char* watchdog_host = "LOCKSTEP_WATCHDOG_HOST";
+inline constexpr const char* shm = "LOCKSTEP_SHM";
+inline constexpr const char* shm_arena_size = "LOCKSTEP_SHM_ARENA_SIZE";
+inline constexpr const char* shm_threshold = "LOCKSTEP_SHM_THRESHOLD";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names

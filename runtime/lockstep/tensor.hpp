@@ -114,6 +114,9 @@ public:
         return storage_ != nullptr && storage_ == other.storage_;
     }
     [[nodiscard]] const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
+    // Whether the elements lie in this node's shared-memory arena (shared_memory.hpp), where the other processes of
+    // the node can read them: host tensors of at least the arena threshold while the arena is active.
+    [[nodiscard]] bool in_shared_memory() const noexcept;
 
     // Copies every element into `out` (numel() * dtype_size bytes of host memory).
     void copy_to_host(void* out) const;

@@ -1,0 +1,398 @@
+// Collectives through the node's shared-memory arena: the group's set-up, its barrier, and the operations (see
+// shm_group.hpp for the protocol).
+
+#include "shm_group.hpp"
+
+#include "../operation_table.hpp"
+
+#include <lockstep/errors.hpp>
+#include <lockstep/internal/arena.hpp>
+#include <lockstep/runtime.hpp>
+
+#include <Eigen/Core>
+#include <fmt/core.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace lockstep::detail {
+
+namespace {
+
+constexpr std::size_t line_bytes = 4096;  // one page of the segment per control line
+
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+// Whether `count` has reached `target`, in wrapping 32-bit arithmetic.
+bool reached(std::uint32_t count, std::uint32_t target) noexcept {
+    return static_cast<std::int32_t>(count - target) >= 0;
+}
+
+// Waits until the line's count reaches `target`: spins about 20 microseconds (a peer that is on its way), yields the
+// core for a while (an oversubscribed node, where the peer needs this core), then sleeps on the futex, woken by the
+// peer's next barrier or after 2 ms at most.
+void wait_for(ShmLine& line, std::uint32_t target) noexcept {
+    for (int i = 0; i < 4000; ++i) {
+        if (reached(line.count.load(std::memory_order_acquire), target)) return;
+        cpu_relax();
+    }
+    for (int i = 0; i < 200; ++i) {
+        if (reached(line.count.load(std::memory_order_acquire), target)) return;
+        ::sched_yield();
+    }
+    for (;;) {
+        line.waiters.fetch_add(1, std::memory_order_seq_cst);
+        const std::uint32_t seen = line.count.load(std::memory_order_seq_cst);
+        if (!reached(seen, target)) {
+            const timespec nap{0, 2'000'000};
+            (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&line.count), FUTEX_WAIT, seen, &nap, nullptr,
+                            0);
+        }
+        line.waiters.fetch_sub(1, std::memory_order_seq_cst);
+        if (reached(line.count.load(std::memory_order_acquire), target)) return;
+    }
+}
+
+// [lo, hi) of `count` elements for member `index` of `members`: equal slices of whole cache lines, the last shorter.
+std::pair<std::int64_t, std::int64_t> slice_of(std::int64_t count, int members, int index, std::size_t element) {
+    const auto per_line = static_cast<std::int64_t>(std::max<std::size_t>(64 / element, 1));
+    std::int64_t slice = (count + members - 1) / members;
+    slice = (slice + per_line - 1) / per_line * per_line;
+    const std::int64_t lo = std::min(count, slice * index);
+    return {lo, std::min(count, lo + slice)};
+}
+
+// The reduction of sources[0..n) (in that order, for every element) of `count` elements into each of targets[0..m),
+// through a block small enough to stay in the first-level cache; a target may be one of the sources (in place).
+template <typename T>
+void reduce_blocks(const std::byte* const* sources, int n, std::byte* const* targets, int m, std::int64_t count,
+                   ReduceOp op) {
+    using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+    using Map = Eigen::Map<Array>;
+    using ConstMap = Eigen::Map<const Array>;
+    constexpr std::int64_t block = 16384 / sizeof(T);
+    alignas(64) T acc_data[block];
+    for (std::int64_t at = 0; at < count; at += block) {
+        const std::int64_t len = std::min(block, count - at);
+        Map acc(acc_data, len);
+        const auto source = [&](int p) {
+            return ConstMap(reinterpret_cast<const T*>(sources[p]) + at, len);
+        };
+        acc = source(0);
+        for (int p = 1; p < n; ++p) {
+            switch (op) {
+                case ReduceOp::Sum:
+                case ReduceOp::Mean:
+                    acc += source(p);
+                    break;
+                case ReduceOp::Prod:
+                    acc *= source(p);
+                    break;
+                case ReduceOp::Max:
+                    acc = acc.max(source(p));
+                    break;
+                case ReduceOp::Min:
+                    acc = acc.min(source(p));
+                    break;
+            }
+        }
+        for (int t = 0; t < m; ++t) {
+            std::memcpy(reinterpret_cast<T*>(targets[t]) + at, acc_data, static_cast<std::size_t>(len) * sizeof(T));
+        }
+    }
+}
+
+void reduce_into(DType dtype, const std::byte* const* sources, int n, std::byte* const* targets, int m,
+                 std::int64_t count, ReduceOp op) {
+    switch (dtype) {
+        case DType::Float32:
+            return reduce_blocks<float>(sources, n, targets, m, count, op);
+        case DType::Float64:
+            return reduce_blocks<double>(sources, n, targets, m, count, op);
+        case DType::Int8:
+            return reduce_blocks<std::int8_t>(sources, n, targets, m, count, op);
+        case DType::UInt8:
+            return reduce_blocks<std::uint8_t>(sources, n, targets, m, count, op);
+        case DType::Int32:
+            return reduce_blocks<std::int32_t>(sources, n, targets, m, count, op);
+        case DType::Int64:
+            return reduce_blocks<std::int64_t>(sources, n, targets, m, count, op);
+        case DType::Bool:
+            // As MPI_LOR (sum, max) and MPI_LAND (product, min) on values 0 and 1: the largest and the smallest.
+            return reduce_blocks<std::uint8_t>(sources, n, targets, m, count,
+                                               op == ReduceOp::Sum || op == ReduceOp::Max ? ReduceOp::Max
+                                                                                          : ReduceOp::Min);
+        case DType::Float16:
+        case DType::BFloat16:
+            break;  // widened to float32 before they get here
+    }
+    throw DTypeError(fmt::format("shared-memory reduction reached with dtype {}", dtype_name(dtype)));
+}
+
+std::uint64_t offset_or_zero(const Tensor& t) noexcept {
+    if (!t.device().is_cpu()) return 0;
+    return arena_offset(t.data(), t.nbytes()).value_or(0);
+}
+
+bool in_arena(const Tensor& t) noexcept {
+    return t.device().is_cpu() && arena_offset(t.data(), t.nbytes()).has_value();
+}
+
+// Lines of freed communicators, kept for later ones rather than given back to the segment: a slow peer may still be
+// reading the descriptor of the communicator's last call when this process frees it, and a line reused by a tensor
+// would be overwritten at once, while a line reused by a communicator is written only at its first call.
+std::mutex line_pool_mutex;
+std::vector<void*>& line_pool() {
+    static auto* pool = new std::vector<void*>;  // never destroyed: communicators may be freed at exit
+    return *pool;
+}
+
+}  // namespace
+
+ShmJoin prepare_shm_join(bool enabled) {
+    ShmJoin join;
+    join.enabled = enabled ? 1 : 0;
+    join.threshold = arena_threshold();
+    if (!arena_active()) return join;
+    void* line = nullptr;
+    {
+        std::scoped_lock lock(line_pool_mutex);
+        if (!line_pool().empty()) {
+            line = line_pool().back();
+            line_pool().pop_back();
+        }
+    }
+    if (line == nullptr) line = arena_allocate(line_bytes);
+    if (line == nullptr) return join;  // a full segment: this communicator goes without
+    new (line) ShmLine();
+    join.arena_id = arena_id();
+    join.line = *arena_offset(line, line_bytes);
+    return join;
+}
+
+std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::vector<ShmJoin>& all,
+                                           std::uint64_t* mpi_calls) {
+    const ShmJoin& mine = all[static_cast<std::size_t>(rank)];
+    const auto free_mine = [&] {
+        if (mine.arena_id == 0) return;
+        std::scoped_lock lock(line_pool_mutex);
+        line_pool().push_back(arena_address(mine.line));
+    };
+    // Every process decides from the same records: the arena everywhere, and the same number of processes on every
+    // node (so that the slices of a hierarchical call line up).
+    std::map<std::uint64_t, std::vector<int>> nodes;  // arena id -> ranks, in rank order
+    bool usable = true;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        if (all[r].arena_id == 0) usable = false;
+        nodes[all[r].arena_id].push_back(static_cast<int>(r));
+    }
+    const std::size_t per_node = nodes.begin()->second.size();
+    for (const auto& [id, ranks] : nodes) usable = usable && ranks.size() == per_node;
+    if (!usable || all.size() < 2) {
+        free_mine();
+        return nullptr;
+    }
+    std::unique_ptr<ShmGroup> group(new ShmGroup());
+    const std::vector<int>& node = nodes[mine.arena_id];
+    group->members_ = static_cast<int>(node.size());
+    for (int r : node) {
+        if (r == rank) group->index_ = static_cast<int>(group->lines_.size());
+        group->lines_.push_back(reinterpret_cast<ShmLine*>(arena_address(all[static_cast<std::size_t>(r)].line)));
+    }
+    group->mine_ = group->lines_[static_cast<std::size_t>(group->index_)];
+    group->my_line_ = mine.line;
+    group->mpi_calls_ = mpi_calls;
+    group->enabled = true;
+    for (const ShmJoin& j : all) {
+        group->threshold_ = std::max<std::size_t>(group->threshold_, j.threshold);
+        group->enabled = group->enabled && j.enabled != 0;
+    }
+    group->count_ = group->mine_->count.load(std::memory_order_relaxed);
+    if (nodes.size() > 1) {
+        LOCKSTEP_MPI_CHECK(MPI_Comm_split(comm, group->index_, rank, &group->cross_));
+        LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(group->cross_, MPI_ERRORS_RETURN));
+    }
+    group->sources_.resize(node.size());
+    group->targets_.resize(node.size());
+    return group;
+}
+
+ShmGroup::~ShmGroup() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (cross_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&cross_);
+    std::scoped_lock lock(line_pool_mutex);
+    line_pool().push_back(mine_);
+}
+
+void ShmGroup::mpi(int rc, const char* call) {
+    ++*mpi_calls_;
+    check_mpi(rc, call);
+}
+
+void ShmGroup::barrier() {
+    const std::uint32_t target = ++count_;
+    mine_->count.store(target, std::memory_order_seq_cst);
+    if (mine_->waiters.load(std::memory_order_seq_cst) != 0) {
+        (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&mine_->count), FUTEX_WAKE, INT_MAX, nullptr,
+                        nullptr, 0);
+    }
+    for (ShmLine* line : lines_) {
+        if (line != mine_) wait_for(*line, target);
+    }
+}
+
+bool ShmGroup::publish(const ShmDescriptor& mine) {
+    ++parity_;
+    mine_->descriptors[parity_ & 1] = mine;
+    barrier();
+    for (int m = 0; m < members_; ++m) {
+        const ShmDescriptor& d = descriptor_of(m);
+        if (d.eligible == 0 || d.bytes != mine.bytes) return false;
+    }
+    return true;
+}
+
+const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
+    return lines_[static_cast<std::size_t>(member)]->descriptors[parity_ & 1];
+}
+
+bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+    // A slice between nodes travels with an MPI count (an int).
+    if (spans_nodes() && in.numel() / members_ >= INT_MAX) return false;
+    const ShmDescriptor d{offset_or_zero(in), offset_or_zero(out), in.nbytes(), in_arena(in) && in_arena(out) ? 1u : 0u};
+    bool go = publish(d);
+    if (spans_nodes()) {
+        // Every node must take the same path: the processes of each index agree across nodes (each node's own
+        // processes already agree), so one MIN over any of these communicators is the whole job's answer.
+        int all = go ? 1 : 0;
+        mpi(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, cross_), "MPI_Allreduce");
+        go = all != 0;
+    }
+    if (!go) return false;
+    const std::size_t element = dtype_size(in.dtype());
+    const auto [lo, hi] = slice_of(in.numel(), members_, index_, element);
+    const auto at = [&](std::uint64_t offset, std::int64_t i) {
+        return arena_address(offset) + static_cast<std::size_t>(i) * element;
+    };
+    for (int m = 0; m < members_; ++m) sources_[static_cast<std::size_t>(m)] = at(descriptor_of(m).input, lo);
+    if (!spans_nodes()) {
+        // My slice of every input, reduced in the order of the processes, into every output.
+        for (int m = 0; m < members_; ++m) targets_[static_cast<std::size_t>(m)] = at(descriptor_of(m).output, lo);
+        if (hi > lo) reduce_into(in.dtype(), sources_.data(), members_, targets_.data(), members_, hi - lo, op);
+        barrier();
+        ++calls;
+        return true;
+    }
+    // Across nodes: my slice of this node's inputs into my output, then that slice reduced with the same slice of
+    // every other node (MPI_Reduce then MPI_Bcast among the processes of my index: one result, the same bits on
+    // every node), then the other slices copied from my node's peers.
+    std::byte* mine_out = at(d.output, lo);
+    if (hi > lo) {
+        std::byte* const target[] = {mine_out};
+        reduce_into(in.dtype(), sources_.data(), members_, target, 1, hi - lo, op);
+        const int n = static_cast<int>(hi - lo);  // < INT_MAX: the caller checked the whole count
+        int cross_rank = 0;
+        mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
+        const MPI_Datatype type = mpi_datatype(in.dtype());
+        const MPI_Op mop = mpi_op(op, in.dtype());
+        mpi(MPI_Reduce(cross_rank == 0 ? MPI_IN_PLACE : mine_out, cross_rank == 0 ? mine_out : nullptr, n, type, mop,
+                       0, cross_),
+            "MPI_Reduce");
+        mpi(MPI_Bcast(mine_out, n, type, 0, cross_), "MPI_Bcast");
+    }
+    barrier();  // every slice is final in its owner's output
+    for (int m = 0; m < members_; ++m) {
+        if (m == index_) continue;
+        const auto [plo, phi] = slice_of(in.numel(), members_, m, element);
+        if (phi > plo) {
+            std::memcpy(at(d.output, plo), at(descriptor_of(m).output, plo), static_cast<std::size_t>(phi - plo) * element);
+        }
+    }
+    barrier();  // no one reads my output any more
+    ++calls;
+    ++hierarchical_calls;
+    return true;
+}
+
+bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+    if (spans_nodes()) return false;
+    const ShmDescriptor d{offset_or_zero(in), 0, in.nbytes(), in_arena(in) && out.device().is_cpu() ? 1u : 0u};
+    if (!publish(d)) return false;
+    // Rows [i k, (i + 1) k) of every input, reduced into my output.
+    const std::size_t slice = out.nbytes();
+    for (int m = 0; m < members_; ++m) {
+        sources_[static_cast<std::size_t>(m)] = arena_address(descriptor_of(m).input) + slice * static_cast<std::size_t>(index_);
+    }
+    std::byte* const target[] = {static_cast<std::byte*>(out.data())};
+    if (out.numel() > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, out.numel(), op);
+    barrier();
+    ++calls;
+    return true;
+}
+
+bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
+    if (spans_nodes()) return false;
+    const ShmDescriptor d{offset_or_zero(in), 0, in.nbytes(), in_arena(in) && out.device().is_cpu() ? 1u : 0u};
+    if (!publish(d)) return false;
+    auto* target = static_cast<std::byte*>(out.data());
+    for (int m = 0; m < members_; ++m) {
+        if (in.nbytes() > 0) {
+            std::memcpy(target + in.nbytes() * static_cast<std::size_t>(m), arena_address(descriptor_of(m).input),
+                        in.nbytes());
+        }
+    }
+    barrier();
+    ++calls;
+    return true;
+}
+
+bool ShmGroup::broadcast(const Tensor& t, int root) {
+    if (spans_nodes()) return false;
+    const bool is_root = index_ == root;
+    const bool eligible = t.device().is_cpu() && (!is_root || in_arena(t));
+    const ShmDescriptor d{offset_or_zero(t), 0, t.nbytes(), eligible ? 1u : 0u};
+    if (!publish(d)) return false;
+    if (!is_root && t.nbytes() > 0) std::memcpy(t.data(), arena_address(descriptor_of(root).input), t.nbytes());
+    barrier();
+    ++calls;
+    return true;
+}
+
+bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root) {
+    if (spans_nodes()) return false;
+    const bool is_root = index_ == root;
+    const bool eligible = in_arena(in) && (!is_root || (out != nullptr && in_arena(*out)));
+    const ShmDescriptor d{offset_or_zero(in), is_root && out != nullptr ? offset_or_zero(*out) : 0, in.nbytes(),
+                          eligible ? 1u : 0u};
+    if (!publish(d)) return false;
+    // My slice of every input, reduced into the root's output.
+    const std::size_t element = dtype_size(in.dtype());
+    const auto [lo, hi] = slice_of(in.numel(), members_, index_, element);
+    for (int m = 0; m < members_; ++m) {
+        sources_[static_cast<std::size_t>(m)] = arena_address(descriptor_of(m).input) + static_cast<std::size_t>(lo) * element;
+    }
+    std::byte* const target[] = {arena_address(descriptor_of(root).output) + static_cast<std::size_t>(lo) * element};
+    if (hi > lo) reduce_into(in.dtype(), sources_.data(), members_, target, 1, hi - lo, op);
+    barrier();
+    ++calls;
+    return true;
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,112 @@
+#pragma once
+// Collectives through the node's shared-memory arena (internal; the arena is runtime/shared_memory.cpp).
+//
+// A communicator whose processes all have the arena gets a ShmGroup. Each process owns one control line in its own
+// segment: a barrier counter (also a futex word) and the descriptors of its current call, two of them used in turn so
+// that a fast process's next call never overwrites what a slow one is still reading. A call that reaches the group
+// (shared memory on, and as many bytes as the largest threshold of the group's processes: the same decision on every
+// process of a valid call) publishes its descriptor: where its tensors lie in the arena (offsets from the object's
+// start, which every process maps at its own address), its byte count and whether it can take part. After one
+// barrier every process reads every descriptor and takes the same path: through the arena if all can, otherwise
+// MPI, unchanged.
+//
+// Through the arena each process works on its own slice directly in its peers' memory, in a fixed order of processes
+// per element, so every process gets the same bits and a rerun gets the same bits again; a last barrier keeps every
+// input and output in place until all have finished with them. A communicator spanning nodes with the same number of
+// processes on each runs allreduce hierarchically: reduce-scatter through each node's arena, a reduction of each
+// slice among the processes with the same index on their node (MPI_Reduce to the first node's process, then
+// MPI_Bcast, so that every node gets the same bits), and an allgather through the arena.
+//
+// Waiting spins briefly, then yields, then sleeps on the futex (with a short timeout, so that a lost wake-up costs
+// milliseconds, not a hang); a process that never comes is the watchdog's to report, as in MPI.
+
+#include <lockstep/operation.hpp>
+#include <lockstep/tensor.hpp>
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace lockstep::detail {
+
+struct ShmDescriptor {
+    std::uint64_t input = 0;   // offsets in the arena
+    std::uint64_t output = 0;  // (unused by some operations)
+    std::uint64_t bytes = 0;
+    std::uint32_t eligible = 0;
+    std::uint32_t unused = 0;
+};
+
+struct alignas(64) ShmLine {
+    std::atomic<std::uint32_t> count{0};    // barriers this process has passed (the futex word)
+    std::atomic<std::uint32_t> waiters{0};  // processes asleep on `count`
+    std::uint8_t unused[56];
+    ShmDescriptor descriptors[2];  // by the parity of the call
+};
+
+// What each process brings to a communicator when it joins (part of the join record).
+struct ShmJoin {
+    std::uint64_t arena_id = 0;   // 0: no arena on this process
+    std::uint64_t line = 0;       // offset of its control line
+    std::uint64_t threshold = 0;  // its shm_threshold
+    std::int32_t enabled = 0;     // its CommunicatorOptions::shared_memory (default on)
+    std::int32_t unused = 0;
+};
+
+// This process's join: a control line for the communicator about to be created, allocated in its own segment (an
+// arena_id of 0 when the arena is inactive). ShmGroup::create owns the line from then on, or frees it.
+[[nodiscard]] ShmJoin prepare_shm_join(bool enabled);
+
+class ShmGroup {
+public:
+    // Every process of `comm` calls it with the same `all` (the allgathered joins, in rank order). nullptr when the
+    // communicator cannot use the arena (then `mine`'s line is freed). Collective over `comm` when it spans nodes
+    // (it splits the communicator of each index on its node).
+    [[nodiscard]] static std::unique_ptr<ShmGroup> create(MPI_Comm comm, int rank, const std::vector<ShmJoin>& all,
+                                                          std::uint64_t* mpi_calls);
+    ~ShmGroup();
+    ShmGroup(const ShmGroup&) = delete;
+    ShmGroup& operator=(const ShmGroup&) = delete;
+
+    // Whether a call of `bytes` reaches the group: the same answer on every process of a valid call.
+    [[nodiscard]] bool reaches(std::size_t bytes) const noexcept { return enabled && bytes >= threshold_; }
+    [[nodiscard]] bool spans_nodes() const noexcept { return cross_ != MPI_COMM_NULL; }
+
+    // Each returns false, having moved no data, when the call takes the MPI path (every process alike). `in` and
+    // `out` may be the same tensor (in place). Mean is reduced as a sum (the caller divides, as on the MPI path).
+    bool allreduce(const Tensor& in, const Tensor& out, ReduceOp op);
+    bool reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op);
+    bool allgather(const Tensor& in, const Tensor& out);
+    bool broadcast(const Tensor& t, int root);
+    bool reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root);
+
+    bool enabled = true;
+    std::uint64_t calls = 0;               // through the arena
+    std::uint64_t hierarchical_calls = 0;  // of those, across nodes
+
+private:
+    ShmGroup() = default;
+    // Publishes `mine` and passes a barrier; true when every process of the node's group is eligible.
+    bool publish(const ShmDescriptor& mine);
+    void barrier();
+    [[nodiscard]] const ShmDescriptor& descriptor_of(int member) const noexcept;
+    void mpi(int rc, const char* call);
+
+    std::vector<ShmLine*> lines_;  // the node group's lines, by index in the group
+    ShmLine* mine_ = nullptr;
+    std::uint64_t my_line_ = 0;
+    int index_ = 0;  // in the node's group
+    int members_ = 1;
+    std::size_t threshold_ = 0;
+    std::uint32_t count_ = 0;
+    std::uint64_t parity_ = 0;
+    MPI_Comm cross_ = MPI_COMM_NULL;  // the processes with this index on every node (spanning nodes only)
+    std::uint64_t* mpi_calls_ = nullptr;
+    std::vector<const std::byte*> sources_;  // reused per call
+    std::vector<std::byte*> targets_;
+};
+
+}  // namespace lockstep::detail
