@@ -1,6 +1,7 @@
 #include <lockstep/allocator.hpp>
 #include <lockstep/config.hpp>
 #include <lockstep/internal/arena.hpp>
+#include <lockstep/logging.hpp>
 
 #include <fmt/core.h>
 #include <malloc.h>
@@ -355,7 +356,10 @@ Allocator& pinned_allocator() {
 }
 
 Storage::Storage(Allocator& allocator, std::size_t bytes)
-    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes, &block_bytes_)) {}
+    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes, &block_bytes_)) {
+    // The first block that did not fit in this process's arena segment is said once (an atomic load otherwise).
+    if (auto warning = detail::arena_full_warning()) get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
+}
 
 Storage::~Storage() {
     allocator_->deallocate(data_, block_bytes_);

@@ -338,7 +338,10 @@ std::byte* arena_address(std::uint64_t offset) noexcept {
 
 std::optional<std::string> arena_full_warning() {
     ArenaState& a = state();
-    if (a.fallbacks.load(std::memory_order_relaxed) == 0 || a.warned_full.exchange(true)) return std::nullopt;
+    if (a.fallbacks.load(std::memory_order_relaxed) == 0 || a.warned_full.load(std::memory_order_relaxed) ||
+        a.warned_full.exchange(true)) {
+        return std::nullopt;
+    }
     std::size_t used = 0;
     {
         std::scoped_lock lock(a.mutex);

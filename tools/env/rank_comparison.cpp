@@ -56,6 +56,16 @@ std::string_view to_string(FieldScope scope) noexcept {
 FieldScope field_scope(const std::string& path) {
     if (path.starts_with("identity.")) return FieldScope::Rank;
     if (path == "host.hostname") return FieldScope::Node;
+    // The shared-memory arena: each process's own segment and use of it, and what each node could set up.
+    if (path.starts_with("shared_memory.")) {
+        const std::string field = path.substr(std::string("shared_memory.").size());
+        if (field == "local_index" || field == "used_bytes" || field == "fallbacks") return FieldScope::Rank;
+        if (field == "active" || field == "arena_bytes" || field == "local_processes" || field == "reason" ||
+            field == "dev_shm_free_bytes") {
+            return FieldScope::Node;
+        }
+        return FieldScope::Job;
+    }
     if (!path.starts_with("environment.")) return FieldScope::Job;
     std::string name = path.substr(std::string("environment.").size());
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

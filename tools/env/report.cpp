@@ -8,10 +8,13 @@
 #include <lockstep/communicator.hpp>
 #include <lockstep/config.hpp>
 #include <lockstep/runtime.hpp>
+#include <lockstep/shared_memory.hpp>
 #include <lockstep/system.hpp>
 
 #include <fmt/format.h>
 #include <mpi.h>
+
+#include <sys/statvfs.h>
 
 #include <fstream>
 #include <map>
@@ -110,6 +113,53 @@ json host_section() {
             {"shm_bytes", facts.shm_bytes}};
 }
 
+// The node's shared-memory arena: as this process has it when the runtime runs (env --all-ranks), else what a job
+// would start with, from the Config and /dev/shm.
+json shared_memory_section() {
+    json section;
+    std::optional<std::size_t> free_bytes;
+    struct statvfs fs {};
+    if (::statvfs("/dev/shm", &fs) == 0) free_bytes = static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize;
+    section["dev_shm_free_bytes"] = free_bytes ? json(*free_bytes) : json(nullptr);
+    const SharedMemoryStatus s = shared_memory_status();
+    section["mode"] = std::string(shm_mode_name(s.mode));
+    section["threshold_bytes"] = s.threshold_bytes;
+    if (Runtime::initialized()) {
+        section["active"] = s.active;
+        section["arena_bytes"] = s.arena_bytes;
+        section["used_bytes"] = s.used_bytes;
+        section["fallbacks"] = s.fallbacks;
+        section["local_processes"] = s.local_processes;
+        section["local_index"] = s.local_index;
+        section["backing"] = s.backing;
+        section["reason"] = s.reason.empty() ? json(nullptr) : json(s.reason);
+        return section;
+    }
+    section["active"] = nullptr;  // decided when a job starts
+    std::string plan;
+    try {
+        const Config config = Config::resolve();
+        if (config.shm == ShmMode::Off) {
+            plan = "off: host tensors stay in private memory and collectives use MPI";
+        } else if (config.shm_arena_size && free_bytes && *config.shm_arena_size > *free_bytes) {
+            plan = fmt::format("a job would fall back to MPI: /dev/shm has {} free, less than one process's arena of "
+                               "{} (shm_arena_size); enlarge /dev/shm or lower LOCKSTEP_SHM_ARENA_SIZE",
+                               format_bytes(*free_bytes), format_bytes(*config.shm_arena_size));
+        } else {
+            plan = fmt::format("{}: processes that share a node map one arena in /dev/shm ({} per process); host "
+                               "tensors of {} or more live there and collectives on them bypass MPI",
+                               shm_mode_name(config.shm),
+                               config.shm_arena_size ? format_bytes(*config.shm_arena_size)
+                                                     : std::string("half the free space shared among them"),
+                               format_bytes(config.shm_threshold));
+        }
+    } catch (const ConfigError& e) {
+        plan = std::string("unknown: ") + e.what();
+    }
+    section["reason"] = plan;
+    return section;
+}
+
 json config_section() {
     json section;
     try {
@@ -132,6 +182,9 @@ json config_section() {
         add("cuda_aware", config.cuda_aware ? json(*config.cuda_aware) : json(nullptr));
         add("staging_chunk_bytes", config.staging_chunk_bytes);
         add("watchdog_host", optional_json(config.watchdog_host));
+        add("shm", std::string(shm_mode_name(config.shm)));
+        add("shm_arena_size", config.shm_arena_size ? json(*config.shm_arena_size) : json(nullptr));
+        add("shm_threshold", config.shm_threshold);
         if (config.num_processes) add("num_processes", *config.num_processes);
         if (config.num_machines) add("num_machines", *config.num_machines);
         if (config.mixed_precision) add("mixed_precision", *config.mixed_precision);
@@ -195,6 +248,7 @@ json collect_report() {
     report["cuda"] = cuda_section();
     report["host"] = host_section();
     report["config"] = config_section();
+    report["shared_memory"] = shared_memory_section();
     report["environment"] = environment_section();
     report["identity"] = identity_section();
     return report;
@@ -256,6 +310,20 @@ std::string render_markdown(const json& r, bool colour) {
             out += fmt::format("\n{}**Warning:** {}{}\n", warn_on, text_or(warning, ""), off);
         }
     }
+
+    const json& shm = r["shared_memory"];
+    out += "\n### Shared memory\n\n";
+    if (shm["active"].is_null()) {
+        out += fmt::format("- Arena: {}\n", text_or(shm["reason"], "unknown"));
+    } else if (shm["active"].get<bool>()) {
+        out += fmt::format("- Arena: active, {} per process for {} processes of this node, {} in use ({})\n",
+                           bytes_text(shm["arena_bytes"]), shm["local_processes"].get<int>(),
+                           bytes_text(shm["used_bytes"]), text_or(shm["backing"], ""));
+        out += fmt::format("- Host blocks of {} or more come from it\n", bytes_text(shm["threshold_bytes"]));
+    } else {
+        out += fmt::format("- Arena: not in use: {}\n", text_or(shm["reason"], "unknown"));
+    }
+    out += fmt::format("- /dev/shm free: {}\n", bytes_text(shm["dev_shm_free_bytes"]));
 
     out += "\n### Environment variables (LOCKSTEP_*, OMPI_*, PMI*, SLURM_*, SLURMD_NODENAME)\n\n";
     if (r["environment"].empty()) {
