@@ -244,8 +244,8 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 Communicator Communicator::dup() const {
-    return Communicator(
-        std::make_unique<Impl>(impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
+    return Communicator(std::make_unique<Impl>(
+        impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
 }
 
 }  // namespace lockstep

@@ -58,7 +58,8 @@ Communicator& Communicator::world() {
         detail::Watchdog::instance().label_communicator(checks->impl_->id, "lockstep's start-up checks");
         run_startup_checks(*checks);
         // The arena's set-up, if it fell back: once per node (its first process says it).
-        if (auto warning = detail::arena_setup_warning()) get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
+        if (auto warning = detail::arena_setup_warning())
+            get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
         closing = std::make_unique<Communicator>(checks->dup());
         detail::Watchdog::instance().label_communicator(closing->impl_->id, "lockstep's check at finalize");
         detail::at_runtime_report([] { return straggler_report(Communicator::world()); });

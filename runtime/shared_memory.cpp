@@ -14,8 +14,8 @@
 // fallback to private memory then, never a SIGBUS later when a page is first touched; freed blocks give their pages
 // back (FALLOC_FL_PUNCH_HOLE), as munmap does for private blocks.
 
-#include <lockstep/internal/arena.hpp>
 #include <lockstep/allocator.hpp>
+#include <lockstep/internal/arena.hpp>
 #include <lockstep/shared_memory.hpp>
 
 #include <fcntl.h>
@@ -145,8 +145,8 @@ void setup_arena(MPI_Comm local_comm, const Config& config) {
     } else if (config.shm_arena_size) {
         want = round_up(std::max<std::size_t>(*config.shm_arena_size, 1), segment_granule);
     } else {
-        want = std::min(largest_auto_segment, free_now / 2 / static_cast<std::size_t>(a.local_size)) /
-               segment_granule * segment_granule;
+        want = std::min(largest_auto_segment, free_now / 2 / static_cast<std::size_t>(a.local_size)) / segment_granule *
+               segment_granule;
         if (want < smallest_auto_segment) want = smallest_auto_segment;  // the leader's room check decides
     }
     std::array<std::uint64_t, 2> wants{want, ~want};  // min of want, and max of want as ~min(~want)
@@ -230,9 +230,10 @@ void setup_arena(MPI_Comm local_comm, const Config& config) {
         a.backing = "none";
         a.reason_is_warning = true;
         a.reason = verdict.ok == 0 ? std::string(verdict.reason.data())
-                                   : fmt::format("a process of this node could not map the shared-memory arena{}; "
-                                                 "host tensors stay in private memory and collectives use MPI",
-                                                 map_error.empty() ? std::string() : " (here: " + map_error + ")");
+                                   : fmt::format(
+                                         "a process of this node could not map the shared-memory arena{}; "
+                                         "host tensors stay in private memory and collectives use MPI",
+                                         map_error.empty() ? std::string() : " (here: " + map_error + ")");
         return;
     }
     a.base = base;

@@ -32,11 +32,11 @@ struct CommunicatorOptions {
 };
 
 struct CommunicatorStats {
-    std::uint64_t collectives = 0;       // collective calls made (send/recv not counted)
-    std::uint64_t signature_checks = 0;  // debug-mode signature exchanges
-    std::uint64_t mpi_calls = 0;         // MPI calls lockstep made for those collectives, exchanges included
-    double wait_seconds = 0.0;           // wall time spent inside collectives
-    std::uint64_t shm_calls = 0;         // collectives that moved their data through the shared-memory arena
+    std::uint64_t collectives = 0;         // collective calls made (send/recv not counted)
+    std::uint64_t signature_checks = 0;    // debug-mode signature exchanges
+    std::uint64_t mpi_calls = 0;           // MPI calls lockstep made for those collectives, exchanges included
+    double wait_seconds = 0.0;             // wall time spent inside collectives
+    std::uint64_t shm_calls = 0;           // collectives that moved their data through the shared-memory arena
     std::uint64_t hierarchical_calls = 0;  // of those, the ones that spanned nodes (arena, MPI between nodes, arena)
 };
 

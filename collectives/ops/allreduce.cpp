@@ -19,10 +19,10 @@ Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
             detail::ShmGroup* shm = impl_->shm_for(target.nbytes());
             if (shm == nullptr || !shm->allreduce(target, target, op)) {
                 detail::with_host_chunks(target, [&](void* p, std::int64_t count) {
-                    impl_->mpi(MPI_Allreduce(MPI_IN_PLACE, p, detail::checked_count(count, "allreduce"),
-                                             mpi_datatype(target.dtype()), detail::mpi_op(op, target.dtype()),
-                                             impl_->comm),
-                               "MPI_Allreduce");
+                    impl_->mpi(
+                        MPI_Allreduce(MPI_IN_PLACE, p, detail::checked_count(count, "allreduce"),
+                                      mpi_datatype(target.dtype()), detail::mpi_op(op, target.dtype()), impl_->comm),
+                        "MPI_Allreduce");
                 });
             }
             detail::finish_reduce_(t, work, op, impl_->size);
@@ -41,7 +41,8 @@ Tensor Communicator::allreduce(const Tensor& t, ReduceOp op, CallSite site) {
         },
         [&] {
             const Tensor& in = r.input.of(t);
-            if (detail::ShmGroup* shm = impl_->shm_for(in.nbytes()); shm != nullptr && shm->allreduce(in, r.result, op)) {
+            if (detail::ShmGroup* shm = impl_->shm_for(in.nbytes());
+                shm != nullptr && shm->allreduce(in, r.result, op)) {
                 return;
             }
             const int n = detail::checked_count(in.numel(), "allreduce");

@@ -9,12 +9,12 @@
 #include <lockstep/internal/arena.hpp>
 #include <lockstep/runtime.hpp>
 
-#include <Eigen/Core>
 #include <fmt/core.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <climits>
@@ -91,9 +91,7 @@ void reduce_blocks(const std::byte* const* sources, int n, std::byte* const* tar
     for (std::int64_t at = 0; at < count; at += block) {
         const std::int64_t len = std::min(block, count - at);
         Map acc(acc_data, len);
-        const auto source = [&](int p) {
-            return ConstMap(reinterpret_cast<const T*>(sources[p]) + at, len);
-        };
+        const auto source = [&](int p) { return ConstMap(reinterpret_cast<const T*>(sources[p]) + at, len); };
         acc = source(0);
         for (int p = 1; p < n; ++p) {
             switch (op) {
@@ -135,9 +133,9 @@ void reduce_into(DType dtype, const std::byte* const* sources, int n, std::byte*
             return reduce_blocks<std::int64_t>(sources, n, targets, m, count, op);
         case DType::Bool:
             // As MPI_LOR (sum, max) and MPI_LAND (product, min) on values 0 and 1: the largest and the smallest.
-            return reduce_blocks<std::uint8_t>(sources, n, targets, m, count,
-                                               op == ReduceOp::Sum || op == ReduceOp::Max ? ReduceOp::Max
-                                                                                          : ReduceOp::Min);
+            return reduce_blocks<std::uint8_t>(
+                sources, n, targets, m, count,
+                op == ReduceOp::Sum || op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Min);
         case DType::Float16:
         case DType::BFloat16:
             break;  // widened to float32 before they get here
@@ -276,7 +274,8 @@ const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
     // A slice between nodes travels with an MPI count (an int).
     if (spans_nodes() && in.numel() / members_ >= INT_MAX) return false;
-    const ShmDescriptor d{offset_or_zero(in), offset_or_zero(out), in.nbytes(), in_arena(in) && in_arena(out) ? 1u : 0u};
+    const ShmDescriptor d{offset_or_zero(in), offset_or_zero(out), in.nbytes(),
+                          in_arena(in) && in_arena(out) ? 1u : 0u};
     bool go = publish(d);
     if (spans_nodes()) {
         // Every node must take the same path: the processes of each index agree across nodes (each node's own
@@ -312,8 +311,8 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
         mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
         const MPI_Datatype type = mpi_datatype(in.dtype());
         const MPI_Op mop = mpi_op(op, in.dtype());
-        mpi(MPI_Reduce(cross_rank == 0 ? MPI_IN_PLACE : mine_out, cross_rank == 0 ? mine_out : nullptr, n, type, mop,
-                       0, cross_),
+        mpi(MPI_Reduce(cross_rank == 0 ? MPI_IN_PLACE : mine_out, cross_rank == 0 ? mine_out : nullptr, n, type, mop, 0,
+                       cross_),
             "MPI_Reduce");
         mpi(MPI_Bcast(mine_out, n, type, 0, cross_), "MPI_Bcast");
     }
@@ -322,7 +321,8 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
         if (m == index_) continue;
         const auto [plo, phi] = slice_of(in.numel(), members_, m, element);
         if (phi > plo) {
-            std::memcpy(at(d.output, plo), at(descriptor_of(m).output, plo), static_cast<std::size_t>(phi - plo) * element);
+            std::memcpy(at(d.output, plo), at(descriptor_of(m).output, plo),
+                        static_cast<std::size_t>(phi - plo) * element);
         }
     }
     barrier();  // no one reads my output any more
@@ -338,7 +338,8 @@ bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) 
     // Rows [i k, (i + 1) k) of every input, reduced into my output.
     const std::size_t slice = out.nbytes();
     for (int m = 0; m < members_; ++m) {
-        sources_[static_cast<std::size_t>(m)] = arena_address(descriptor_of(m).input) + slice * static_cast<std::size_t>(index_);
+        sources_[static_cast<std::size_t>(m)] =
+            arena_address(descriptor_of(m).input) + slice * static_cast<std::size_t>(index_);
     }
     std::byte* const target[] = {static_cast<std::byte*>(out.data())};
     if (out.numel() > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, out.numel(), op);
@@ -386,7 +387,8 @@ bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root
     const std::size_t element = dtype_size(in.dtype());
     const auto [lo, hi] = slice_of(in.numel(), members_, index_, element);
     for (int m = 0; m < members_; ++m) {
-        sources_[static_cast<std::size_t>(m)] = arena_address(descriptor_of(m).input) + static_cast<std::size_t>(lo) * element;
+        sources_[static_cast<std::size_t>(m)] =
+            arena_address(descriptor_of(m).input) + static_cast<std::size_t>(lo) * element;
     }
     std::byte* const target[] = {arena_address(descriptor_of(root).output) + static_cast<std::size_t>(lo) * element};
     if (hi > lo) reduce_into(in.dtype(), sources_.data(), members_, target, 1, hi - lo, op);

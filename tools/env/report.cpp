@@ -142,16 +142,18 @@ json shared_memory_section() {
         if (config.shm == ShmMode::Off) {
             plan = "off: host tensors stay in private memory and collectives use MPI";
         } else if (config.shm_arena_size && free_bytes && *config.shm_arena_size > *free_bytes) {
-            plan = fmt::format("a job would fall back to MPI: /dev/shm has {} free, less than one process's arena of "
-                               "{} (shm_arena_size); enlarge /dev/shm or lower LOCKSTEP_SHM_ARENA_SIZE",
-                               format_bytes(*free_bytes), format_bytes(*config.shm_arena_size));
+            plan = fmt::format(
+                "a job would fall back to MPI: /dev/shm has {} free, less than one process's arena of "
+                "{} (shm_arena_size); enlarge /dev/shm or lower LOCKSTEP_SHM_ARENA_SIZE",
+                format_bytes(*free_bytes), format_bytes(*config.shm_arena_size));
         } else {
-            plan = fmt::format("{}: processes that share a node map one arena in /dev/shm ({} per process); host "
-                               "tensors of {} or more live there and collectives on them bypass MPI",
-                               shm_mode_name(config.shm),
-                               config.shm_arena_size ? format_bytes(*config.shm_arena_size)
-                                                     : std::string("half the free space shared among them"),
-                               format_bytes(config.shm_threshold));
+            plan = fmt::format(
+                "{}: processes that share a node map one arena in /dev/shm ({} per process); host "
+                "tensors of {} or more live there and collectives on them bypass MPI",
+                shm_mode_name(config.shm),
+                config.shm_arena_size ? format_bytes(*config.shm_arena_size)
+                                      : std::string("half the free space shared among them"),
+                format_bytes(config.shm_threshold));
         }
     } catch (const ConfigError& e) {
         plan = std::string("unknown: ") + e.what();
