@@ -367,12 +367,24 @@ SharedMemoryStatus shared_memory_status() {
     detail::ArenaState& a = detail::state();
     SharedMemoryStatus s;
     s.active = detail::arena_active();
-    s.mode = a.set_up ? a.mode : config().shm;
-    s.threshold_bytes = a.set_up ? a.threshold : config().shm_threshold;
     s.local_processes = a.local_size;
     s.local_index = a.local_index;
-    s.backing = a.set_up ? a.backing : "none";
-    s.reason = a.set_up ? a.reason : "the runtime is not initialised";
+    if (a.set_up) {
+        s.mode = a.mode;
+        s.threshold_bytes = a.threshold;
+        s.backing = a.backing;
+        s.reason = a.reason;
+    } else {
+        s.backing = "none";
+        s.reason = "the runtime is not initialised";
+        try {  // what the runtime would start with
+            s.mode = config().shm;
+            s.threshold_bytes = config().shm_threshold;
+        } catch (const ConfigError& e) {
+            s.threshold_bytes = Config{}.shm_threshold;
+            s.reason += std::string("; the configuration cannot be resolved: ") + e.what();
+        }
+    }
     s.fallbacks = a.fallbacks.load(std::memory_order_relaxed);
     if (s.active) {
         s.arena_bytes = a.segment;

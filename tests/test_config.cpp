@@ -192,6 +192,30 @@ const std::vector<Field> fields = {
      .env_text = "10.0.0.5", .env_value = "10.0.0.5",
      .launcher_text = "127.0.0.1", .launcher_value = "127.0.0.1",
      .set_override = [](ConfigOverrides& o) { o.watchdog_host = "head-node"; }, .override_value = "head-node"},
+    {.key = "shm", .variable = env_names::shm,
+     .value = [](const Config& c) { return std::string(lockstep::shm_mode_name(c.shm)); },
+     .default_value = "auto",
+     .file_text = "off", .file_value = "off",
+     .env_text = "YES", .env_value = "on",
+     .launcher_text = "Auto", .launcher_value = "auto",
+     .set_override = [](ConfigOverrides& o) { o.shm = lockstep::ShmMode::Off; }, .override_value = "off"},
+    {.key = "shm_arena_size", .variable = env_names::shm_arena_size,
+     .value = [](const Config& c) {
+         return c.shm_arena_size ? std::to_string(*c.shm_arena_size) : std::string("auto");
+     },
+     .default_value = "auto",
+     .file_text = "1GiB", .file_value = "1073741824",
+     .env_text = "auto", .env_value = "auto",
+     .launcher_text = "256MiB", .launcher_value = "268435456",
+     .set_override = [](ConfigOverrides& o) { o.shm_arena_size = std::size_t{64} << 20; },
+     .override_value = "67108864"},
+    {.key = "shm_threshold", .variable = env_names::shm_threshold,
+     .value = [](const Config& c) { return std::to_string(c.shm_threshold); },
+     .default_value = "65536",
+     .file_text = "1MiB", .file_value = "1048576",
+     .env_text = "0", .env_value = "0",
+     .launcher_text = "4k", .launcher_value = "4096",
+     .set_override = [](ConfigOverrides& o) { o.shm_threshold = 512; }, .override_value = "512"},
 };
 // clang-format on
 
@@ -433,6 +457,15 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::watchdog_host, "-leading-dash", ""},
     {env_names::watchdog_host, "fe80::1", ""},
     {env_names::watchdog_host, std::string(64, 'h'), ""},
+    {env_names::shm, "maybe", ""},
+    {env_names::shm, "", ""},
+    {env_names::shm, "automatic", ""},
+    {env_names::shm_arena_size, "0", ""},
+    {env_names::shm_arena_size, "lots", ""},
+    {env_names::shm_arena_size, "-1GiB", ""},
+    {env_names::shm_threshold, "big", ""},
+    {env_names::shm_threshold, "", ""},
+    {env_names::shm_threshold, "1 parsec", ""},
 };
 
 // Part of what each rejection must say is accepted.
@@ -445,6 +478,9 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::cuda_aware, "auto to ask MPI"},
     {env_names::staging_chunk_bytes, "at least 4KiB"},
     {env_names::watchdog_host, "host name or IPv4 address"},
+    {env_names::shm, "auto (the arena when two or more processes share a node)"},
+    {env_names::shm_arena_size, "or auto (half of /dev/shm's free space"},
+    {env_names::shm_threshold, "0: every host block"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -973,6 +1009,9 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"cuda_aware: false", "API argument"},
         {"staging_chunk_bytes: 64.00 KiB", path + ":3:22"},
         {"watchdog_host: node7", environment_label(env_names::watchdog_host)},
+        {"shm: auto", "default"},
+        {"shm_arena_size: auto", "default"},
+        {"shm_threshold: 64.00 KiB", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };
