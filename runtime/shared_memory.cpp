@@ -9,7 +9,7 @@
 // maps it exits, however the job ends. Only the instants between shm_open and shm_unlink (one barrier) leave a name
 // behind if the node's leader dies there.
 //
-// Each process owns one segment and allocates from it only (first fit over a free list, page-granular). A block's
+// Each process owns one segment and allocates from it only (first fit over a free list, in 512-byte granules). A block's
 // pages are reserved in the object with fallocate when the block is handed out, so that a full /dev/shm is a
 // fallback to private memory then, never a SIGBUS later when a page is first touched; freed blocks give their pages
 // back (FALLOC_FL_PUNCH_HOLE), as munmap does for private blocks.
@@ -54,6 +54,9 @@ namespace detail {
 namespace {
 
 constexpr std::size_t page_bytes = 4096;
+// Blocks are cut at the allocator's own granule, so that a small block costs no more here than in private memory;
+// only the pages wholly inside a freed block are given back (a partial page may be shared with a neighbour).
+constexpr std::size_t block_granule = 512;
 constexpr std::size_t segment_granule = std::size_t{2} << 20;
 // An automatic segment takes half of /dev/shm's free space shared among the node's processes, at most this much:
 // address space only until blocks are allocated, but a larger default would only hide a leak.
@@ -260,7 +263,7 @@ std::size_t arena_threshold() noexcept {
 void* arena_allocate(std::size_t bytes) noexcept {
     ArenaState& a = state();
     if (!arena_active()) return nullptr;
-    const std::size_t len = round_up(std::max<std::size_t>(bytes, 1), page_bytes);
+    const std::size_t len = round_up(std::max<std::size_t>(bytes, 1), block_granule);
     std::scoped_lock lock(a.mutex);
     for (auto it = a.free_blocks.begin(); it != a.free_blocks.end(); ++it) {
         if (it->second < len) continue;
@@ -279,11 +282,16 @@ void* arena_allocate(std::size_t bytes) noexcept {
 
 void arena_free(void* p, std::size_t bytes) noexcept {
     ArenaState& a = state();
-    const std::size_t len = round_up(std::max<std::size_t>(bytes, 1), page_bytes);
+    const std::size_t len = round_up(std::max<std::size_t>(bytes, 1), block_granule);
     const std::size_t offset = static_cast<std::size_t>(static_cast<std::byte*>(p) - a.own);
     std::scoped_lock lock(a.mutex);
-    (void)::fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                      static_cast<off_t>(static_cast<std::size_t>(a.own - a.base) + offset), static_cast<off_t>(len));
+    const std::size_t segment_start = static_cast<std::size_t>(a.own - a.base);
+    const std::size_t first_page = round_up(segment_start + offset, page_bytes);
+    const std::size_t end_page = (segment_start + offset + len) / page_bytes * page_bytes;
+    if (end_page > first_page) {
+        (void)::fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first_page),
+                          static_cast<off_t>(end_page - first_page));
+    }
     a.used -= len;
     auto [it, inserted] = a.free_blocks.emplace(offset, len);
     if (!inserted) return;  // cannot happen: a block is freed once
