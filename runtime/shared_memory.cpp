@@ -9,8 +9,8 @@
 // maps it exits, however the job ends. Only the instants between shm_open and shm_unlink (one barrier) leave a name
 // behind if the node's leader dies there.
 //
-// Each process owns one segment and allocates from it only (first fit over a free list, in 512-byte granules). A block's
-// pages are reserved in the object with fallocate when the block is handed out, so that a full /dev/shm is a
+// Each process owns one segment and allocates from it only (first fit over a free list, in 512-byte granules). A
+// block's pages are reserved in the object with fallocate when the block is handed out, so that a full /dev/shm is a
 // fallback to private memory then, never a SIGBUS later when a page is first touched; freed blocks give their pages
 // back (FALLOC_FL_PUNCH_HOLE), as munmap does for private blocks.
 

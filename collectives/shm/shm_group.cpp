@@ -21,7 +21,6 @@
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <mutex>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,7 +30,11 @@ namespace lockstep::detail {
 
 namespace {
 
-constexpr std::size_t line_bytes = 4096;  // one page of the segment per control line
+// A control line takes one block of the segment (the allocator's granule) and is never given back: a slow peer may
+// still be waiting on its counter, or reading the descriptor of the communicator's last call, when this process has
+// freed the communicator, and a reused line would be overwritten under it. 512 bytes per communicator ever created.
+constexpr std::size_t line_bytes = 512;
+static_assert(sizeof(ShmLine) <= line_bytes);
 
 void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -152,15 +155,6 @@ bool in_arena(const Tensor& t) noexcept {
     return t.device().is_cpu() && arena_offset(t.data(), t.nbytes()).has_value();
 }
 
-// Lines of freed communicators, kept for later ones rather than given back to the segment: a slow peer may still be
-// reading the descriptor of the communicator's last call when this process frees it, and a line reused by a tensor
-// would be overwritten at once, while a line reused by a communicator is written only at its first call.
-std::mutex line_pool_mutex;
-std::vector<void*>& line_pool() {
-    static auto* pool = new std::vector<void*>;  // never destroyed: communicators may be freed at exit
-    return *pool;
-}
-
 }  // namespace
 
 ShmJoin prepare_shm_join(bool enabled) {
@@ -168,15 +162,7 @@ ShmJoin prepare_shm_join(bool enabled) {
     join.enabled = enabled ? 1 : 0;
     join.threshold = arena_threshold();
     if (!arena_active()) return join;
-    void* line = nullptr;
-    {
-        std::scoped_lock lock(line_pool_mutex);
-        if (!line_pool().empty()) {
-            line = line_pool().back();
-            line_pool().pop_back();
-        }
-    }
-    if (line == nullptr) line = arena_allocate(line_bytes);
+    void* line = arena_allocate(line_bytes);
     if (line == nullptr) return join;  // a full segment: this communicator goes without
     new (line) ShmLine();
     join.arena_id = arena_id();
@@ -187,10 +173,9 @@ ShmJoin prepare_shm_join(bool enabled) {
 std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::vector<ShmJoin>& all,
                                            std::uint64_t* mpi_calls) {
     const ShmJoin& mine = all[static_cast<std::size_t>(rank)];
+    // An unused line is never read by a peer: it goes back at once.
     const auto free_mine = [&] {
-        if (mine.arena_id == 0) return;
-        std::scoped_lock lock(line_pool_mutex);
-        line_pool().push_back(arena_address(mine.line));
+        if (mine.arena_id != 0) arena_free(arena_address(mine.line), line_bytes);
     };
     // Every process decides from the same records: the arena everywhere, and the same number of processes on every
     // node (so that the slices of a hierarchical call line up).
@@ -235,8 +220,7 @@ ShmGroup::~ShmGroup() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (cross_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&cross_);
-    std::scoped_lock lock(line_pool_mutex);
-    line_pool().push_back(mine_);
+    // The line stays allocated (line_bytes).
 }
 
 void ShmGroup::mpi(int rc, const char* call) {
