@@ -104,7 +104,10 @@ Tensor Tensor::from_bytes(const void* values, std::size_t count, DType dtype, co
             fmt::format("from_data: {} values given for shape {} which holds {} elements", count, shape_str(shape), n));
     }
     return make_on_host_then_move(shape, dtype, device,
-                                  [&](void* p) { std::memcpy(p, values, count * dtype_size(dtype)); });
+                                  [&](void* p) {
+                                      // An empty vector's data() may be null, which memcpy may not be given.
+                                      if (count > 0) std::memcpy(p, values, count * dtype_size(dtype));
+                                  });
 }
 
 namespace {

@@ -155,6 +155,20 @@ bool in_arena(const Tensor& t) noexcept {
     return t.device().is_cpu() && arena_offset(t.data(), t.nbytes()).has_value();
 }
 
+ShmDescriptor describe(OpKind op, const Tensor& in, std::uint64_t output, bool eligible,
+                       ReduceOp reduce_op = ReduceOp::Sum, int root = -1) noexcept {
+    ShmDescriptor d;
+    d.input = offset_or_zero(in);
+    d.output = output;
+    d.bytes = in.nbytes();
+    d.eligible = eligible ? 1u : 0u;
+    d.op = static_cast<std::uint8_t>(op);
+    d.reduce_op = static_cast<std::uint8_t>(reduce_op);
+    d.dtype = static_cast<std::uint8_t>(in.dtype());
+    d.root = root;
+    return d;
+}
+
 }  // namespace
 
 ShmJoin prepare_shm_join(bool enabled) {
@@ -244,11 +258,39 @@ bool ShmGroup::publish(const ShmDescriptor& mine) {
     ++parity_;
     mine_->descriptors[parity_ & 1] = mine;
     barrier();
+    const auto same_call = [&](const ShmDescriptor& d) {
+        return d.op == mine.op && d.reduce_op == mine.reduce_op && d.dtype == mine.dtype && d.root == mine.root &&
+               d.bytes == mine.bytes;
+    };
+    bool eligible = true;
+    bool agree = true;
     for (int m = 0; m < members_; ++m) {
         const ShmDescriptor& d = descriptor_of(m);
-        if (d.eligible == 0 || d.bytes != mine.bytes) return false;
+        eligible = eligible && d.eligible != 0;
+        agree = agree && same_call(d);
     }
-    return true;
+    if (!agree) throw_mismatch();
+    return eligible;
+}
+
+void ShmGroup::throw_mismatch() const {
+    // Every process reads the same descriptors, so every process throws the same text.
+    std::string calls;
+    for (int m = 0; m < members_; ++m) {
+        const ShmDescriptor& d = descriptor_of(m);
+        const auto op = static_cast<OpKind>(d.op);
+        std::string what = fmt::format("{} {}", op_name(op), dtype_name(static_cast<DType>(d.dtype)));
+        if (op == OpKind::Allreduce || op == OpKind::Reduce || op == OpKind::ReduceScatter) {
+            what += fmt::format(" {}", reduce_op_name(static_cast<ReduceOp>(d.reduce_op)));
+        }
+        if (d.root >= 0) what += fmt::format(" to/from root {}", d.root);
+        calls += fmt::format("  process {}: {} of {} bytes\n", m, what, d.bytes);
+    }
+    throw DistributedOperationError(fmt::format(
+        "the processes of a communicator made different collective calls, met in the shared-memory arena:\n{}Every "
+        "process must make the same collectives in the same order, with the same sizes; LOCKSTEP_DEBUG_MODE=1 names "
+        "each call's source line.",
+        calls));
 }
 
 const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
@@ -258,8 +300,7 @@ const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
     // A slice between nodes travels with an MPI count (an int).
     if (spans_nodes() && in.numel() / members_ >= INT_MAX) return false;
-    const ShmDescriptor d{offset_or_zero(in), offset_or_zero(out), in.nbytes(),
-                          in_arena(in) && in_arena(out) ? 1u : 0u};
+    const ShmDescriptor d = describe(OpKind::Allreduce, in, offset_or_zero(out), in_arena(in) && in_arena(out), op);
     bool go = publish(d);
     if (spans_nodes()) {
         // Every node must take the same path: the processes of each index agree across nodes (each node's own
@@ -317,7 +358,7 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
 
 bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
     if (spans_nodes()) return false;
-    const ShmDescriptor d{offset_or_zero(in), 0, in.nbytes(), in_arena(in) && out.device().is_cpu() ? 1u : 0u};
+    const ShmDescriptor d = describe(OpKind::ReduceScatter, in, 0, in_arena(in) && out.device().is_cpu(), op);
     if (!publish(d)) return false;
     // Rows [i k, (i + 1) k) of every input, reduced into my output.
     const std::size_t slice = out.nbytes();
@@ -334,7 +375,7 @@ bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) 
 
 bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
     if (spans_nodes()) return false;
-    const ShmDescriptor d{offset_or_zero(in), 0, in.nbytes(), in_arena(in) && out.device().is_cpu() ? 1u : 0u};
+    const ShmDescriptor d = describe(OpKind::Allgather, in, 0, in_arena(in) && out.device().is_cpu());
     if (!publish(d)) return false;
     auto* target = static_cast<std::byte*>(out.data());
     for (int m = 0; m < members_; ++m) {
@@ -352,7 +393,7 @@ bool ShmGroup::broadcast(const Tensor& t, int root) {
     if (spans_nodes()) return false;
     const bool is_root = index_ == root;
     const bool eligible = t.device().is_cpu() && (!is_root || in_arena(t));
-    const ShmDescriptor d{offset_or_zero(t), 0, t.nbytes(), eligible ? 1u : 0u};
+    const ShmDescriptor d = describe(OpKind::Broadcast, t, 0, eligible, ReduceOp::Sum, root);
     if (!publish(d)) return false;
     if (!is_root && t.nbytes() > 0) std::memcpy(t.data(), arena_address(descriptor_of(root).input), t.nbytes());
     barrier();
@@ -364,8 +405,8 @@ bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root
     if (spans_nodes()) return false;
     const bool is_root = index_ == root;
     const bool eligible = in_arena(in) && (!is_root || (out != nullptr && in_arena(*out)));
-    const ShmDescriptor d{offset_or_zero(in), is_root && out != nullptr ? offset_or_zero(*out) : 0, in.nbytes(),
-                          eligible ? 1u : 0u};
+    const ShmDescriptor d =
+        describe(OpKind::Reduce, in, is_root && out != nullptr ? offset_or_zero(*out) : 0, eligible, op, root);
     if (!publish(d)) return false;
     // My slice of every input, reduced into the root's output.
     const std::size_t element = dtype_size(in.dtype());

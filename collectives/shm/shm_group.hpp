@@ -37,7 +37,12 @@ struct ShmDescriptor {
     std::uint64_t output = 0;  // (unused by some operations)
     std::uint64_t bytes = 0;
     std::uint32_t eligible = 0;
-    std::uint32_t unused = 0;
+    std::uint8_t op = 0;  // OpKind, ReduceOp and DType of the call: processes that disagree are told so
+    std::uint8_t reduce_op = 0;
+    std::uint8_t dtype = 0;
+    std::uint8_t unused = 0;
+    std::int32_t root = -1;
+    std::uint32_t unused2 = 0;
 };
 
 struct alignas(64) ShmLine {
@@ -89,9 +94,12 @@ public:
 
 private:
     ShmGroup() = default;
-    // Publishes `mine` and passes a barrier; true when every process of the node's group is eligible.
+    // Publishes `mine` and passes a barrier; true when every process of the node's group is eligible. Processes that
+    // describe different calls (another op, root, reduce op, dtype or size: a mismatch debug mode would have caught
+    // before) all throw the same DistributedOperationError naming each one's call, instead of pairing them.
     bool publish(const ShmDescriptor& mine);
     void barrier();
+    [[noreturn]] void throw_mismatch() const;
     [[nodiscard]] const ShmDescriptor& descriptor_of(int member) const noexcept;
     void mpi(int rc, const char* call);
 
