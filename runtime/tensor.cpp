@@ -103,11 +103,10 @@ Tensor Tensor::from_bytes(const void* values, std::size_t count, DType dtype, co
         throw ShapeError(
             fmt::format("from_data: {} values given for shape {} which holds {} elements", count, shape_str(shape), n));
     }
-    return make_on_host_then_move(shape, dtype, device,
-                                  [&](void* p) {
-                                      // An empty vector's data() may be null, which memcpy may not be given.
-                                      if (count > 0) std::memcpy(p, values, count * dtype_size(dtype));
-                                  });
+    return make_on_host_then_move(shape, dtype, device, [&](void* p) {
+        // An empty vector's data() may be null, which memcpy may not be given.
+        if (count > 0) std::memcpy(p, values, count * dtype_size(dtype));
+    });
 }
 
 namespace {
