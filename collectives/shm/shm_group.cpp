@@ -17,6 +17,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <ctime>
@@ -47,16 +48,24 @@ bool reached(std::uint32_t count, std::uint32_t target) noexcept {
     return static_cast<std::int32_t>(count - target) >= 0;
 }
 
-// Waits until the line's count reaches `target`: spins about 20 microseconds (a peer that is on its way), yields the
-// core for a while (an oversubscribed node, where the peer needs this core), then sleeps on the futex, woken by the
-// peer's next barrier or after 2 ms at most.
-void wait_for(ShmLine& line, std::uint32_t target) noexcept {
-    for (int i = 0; i < 4000; ++i) {
-        if (reached(line.count.load(std::memory_order_acquire), target)) return;
-        cpu_relax();
+// Waits until the line's count reaches `target`. With a core of its own (`spin`), it first spins for at most 10
+// microseconds, measured by the clock (a pause instruction lasts 10 to 140 cycles depending on the processor), for a
+// peer that is on its way; then it yields the core a while, which is all it does first when the node's processes
+// outnumber its cores (the late peer may need this very core); then it sleeps on the futex, woken by the peer's next
+// barrier or after 2 ms at most. It never burns a core for long while a peer is late.
+void wait_for(ShmLine& line, std::uint32_t target, bool spin) noexcept {
+    const auto done = [&] { return reached(line.count.load(std::memory_order_acquire), target); };
+    if (spin) {
+        const auto start = std::chrono::steady_clock::now();
+        do {
+            for (int i = 0; i < 32; ++i) {
+                if (done()) return;
+                cpu_relax();
+            }
+        } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(10));
     }
-    for (int i = 0; i < 200; ++i) {
-        if (reached(line.count.load(std::memory_order_acquire), target)) return;
+    for (int i = 0; i < 100; ++i) {
+        if (done()) return;
         ::sched_yield();
     }
     for (;;) {
@@ -68,8 +77,14 @@ void wait_for(ShmLine& line, std::uint32_t target) noexcept {
                             0);
         }
         line.waiters.fetch_sub(1, std::memory_order_seq_cst);
-        if (reached(line.count.load(std::memory_order_acquire), target)) return;
+        if (done()) return;
     }
+}
+
+// Whether the node's `members` processes can each have a core of the machine (its online processors: a process
+// that mpirun bound to one core still has that core to itself).
+bool cores_for_all(int members) noexcept {
+    return ::sysconf(_SC_NPROCESSORS_ONLN) >= members;
 }
 
 // [lo, hi) of `count` elements for member `index` of `members`: equal slices of whole cache lines, the last shorter.
@@ -208,6 +223,7 @@ std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::v
     std::unique_ptr<ShmGroup> group(new ShmGroup());
     const std::vector<int>& node = nodes[mine.arena_id];
     group->members_ = static_cast<int>(node.size());
+    group->spin_ = cores_for_all(group->members_);
     for (int r : node) {
         if (r == rank) group->index_ = static_cast<int>(group->lines_.size());
         group->lines_.push_back(reinterpret_cast<ShmLine*>(arena_address(all[static_cast<std::size_t>(r)].line)));
@@ -250,7 +266,7 @@ void ShmGroup::barrier() {
                         nullptr, 0);
     }
     for (ShmLine* line : lines_) {
-        if (line != mine_) wait_for(*line, target);
+        if (line != mine_) wait_for(*line, target, spin_);
     }
 }
 

@@ -17,8 +17,9 @@
 // slice among the processes with the same index on their node (MPI_Reduce to the first node's process, then
 // MPI_Bcast, so that every node gets the same bits), and an allgather through the arena.
 //
-// Waiting spins briefly, then yields, then sleeps on the futex (with a short timeout, so that a lost wake-up costs
-// milliseconds, not a hang); a process that never comes is the watchdog's to report, as in MPI.
+// Waiting spins for up to 10 µs (not when the node's processes outnumber its cores), then yields, then sleeps on the
+// futex (with a short timeout, so that a lost wake-up costs milliseconds, not a hang); a process that never comes is
+// the watchdog's to report, as in MPI.
 
 #include <lockstep/operation.hpp>
 #include <lockstep/tensor.hpp>
@@ -108,6 +109,7 @@ private:
     std::uint64_t my_line_ = 0;
     int index_ = 0;  // in the node's group
     int members_ = 1;
+    bool spin_ = true;  // a core for each process of the node: spin briefly before yielding
     std::size_t threshold_ = 0;
     std::uint32_t count_ = 0;
     std::uint64_t parity_ = 0;
