@@ -1,3 +1,4 @@
+#include <lockstep/internal/arena.hpp>
 #include <lockstep/shared_memory.hpp>
 #include <lockstep/tensor.hpp>
 
@@ -295,5 +296,9 @@ Tensor Tensor::narrow_rows(std::int64_t start, std::int64_t end) const {
 namespace lockstep {
 bool Tensor::in_shared_memory() const noexcept {
     return storage_ != nullptr && device_.is_cpu() && lockstep::in_shared_memory(data_, nbytes());
+}
+std::optional<std::uint64_t> Tensor::shared_memory_offset() const noexcept {
+    if (!in_shared_memory()) return std::nullopt;
+    return detail::arena_offset(data_, nbytes());
 }
 }  // namespace lockstep

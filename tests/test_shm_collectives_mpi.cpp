@@ -359,6 +359,12 @@ BOOST_AUTO_TEST_CASE(the_arena_is_mapped_and_its_name_is_gone) {
     std::vector<std::uint8_t> heap(64);
     BOOST_TEST(!in_shared_memory(heap.data(), heap.size()));
     BOOST_TEST(big.narrow_rows(10, 20).in_shared_memory());
+    // Where it lies: an offset in this process's own segment of the object, carried by views.
+    const std::optional<std::uint64_t> offset = big.shared_memory_offset();
+    BOOST_TEST_REQUIRE(offset.has_value());
+    BOOST_TEST(*offset / s.arena_bytes == static_cast<std::uint64_t>(s.local_index));
+    BOOST_TEST(big.narrow_rows(10, 20).shared_memory_offset().value_or(0) == *offset + 10);
+    if (s.threshold_bytes > 512) BOOST_TEST(!Tensor::ones({4}).shared_memory_offset().has_value());
 
     // The pages are a POSIX shared-memory object whose name was unlinked: /proc/self/maps shows it as deleted and
     // /dev/shm no longer lists it.

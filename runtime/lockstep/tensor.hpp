@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -117,6 +118,9 @@ public:
     // Whether the elements lie in this node's shared-memory arena (shared_memory.hpp), where the other processes of
     // the node can read them: host tensors of at least the arena threshold while the arena is active.
     [[nodiscard]] bool in_shared_memory() const noexcept;
+    // Where: the offset of the first element from the start of the node's arena object (the same place for every
+    // process of the node, which maps it at an address of its own); nullopt when not in the arena.
+    [[nodiscard]] std::optional<std::uint64_t> shared_memory_offset() const noexcept;
 
     // Copies every element into `out` (numel() * dtype_size bytes of host memory).
     void copy_to_host(void* out) const;
