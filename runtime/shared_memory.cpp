@@ -317,10 +317,8 @@ bool arena_owns(const void* p) noexcept {
     return b >= a.own && b < a.own + a.segment;
 }
 
-void arena_note_fallback(std::size_t bytes) noexcept {
-    ArenaState& a = state();
-    a.fallbacks.fetch_add(1, std::memory_order_relaxed);
-    (void)bytes;
+void arena_note_fallback() noexcept {
+    state().fallbacks.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::uint64_t arena_id() noexcept {
@@ -394,6 +392,7 @@ SharedMemoryStatus shared_memory_status() {
         }
     }
     s.fallbacks = a.fallbacks.load(std::memory_order_relaxed);
+    s.dev_shm_free_bytes = detail::dev_shm_free();
     if (s.active) {
         s.arena_bytes = a.segment;
         std::scoped_lock lock(a.mutex);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -161,19 +162,16 @@ void reduce_into(DType dtype, const std::byte* const* sources, int n, std::byte*
     throw DTypeError(fmt::format("shared-memory reduction reached with dtype {}", dtype_name(dtype)));
 }
 
-std::uint64_t offset_or_zero(const Tensor& t) noexcept {
-    if (!t.device().is_cpu()) return 0;
-    return arena_offset(t.data(), t.nbytes()).value_or(0);
+// Where a host tensor lies in the arena (its offset), if it does.
+std::optional<std::uint64_t> place(const Tensor& t) noexcept {
+    if (!t.device().is_cpu()) return std::nullopt;
+    return arena_offset(t.data(), t.nbytes());
 }
 
-bool in_arena(const Tensor& t) noexcept {
-    return t.device().is_cpu() && arena_offset(t.data(), t.nbytes()).has_value();
-}
-
-ShmDescriptor describe(OpKind op, const Tensor& in, std::uint64_t output, bool eligible,
-                       ReduceOp reduce_op = ReduceOp::Sum, int root = -1) noexcept {
+ShmDescriptor describe(OpKind op, const Tensor& in, std::optional<std::uint64_t> input, std::uint64_t output,
+                       bool eligible, ReduceOp reduce_op = ReduceOp::Sum, int root = -1) noexcept {
     ShmDescriptor d;
-    d.input = offset_or_zero(in);
+    d.input = input.value_or(0);
     d.output = output;
     d.bytes = in.nbytes();
     d.eligible = eligible ? 1u : 0u;
@@ -229,7 +227,6 @@ std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::v
         group->lines_.push_back(reinterpret_cast<ShmLine*>(arena_address(all[static_cast<std::size_t>(r)].line)));
     }
     group->mine_ = group->lines_[static_cast<std::size_t>(group->index_)];
-    group->my_line_ = mine.line;
     group->mpi_calls_ = mpi_calls;
     group->enabled = true;
     for (const ShmJoin& j : all) {
@@ -240,6 +237,7 @@ std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::v
     if (nodes.size() > 1) {
         LOCKSTEP_MPI_CHECK(MPI_Comm_split(comm, group->index_, rank, &group->cross_));
         LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(group->cross_, MPI_ERRORS_RETURN));
+        LOCKSTEP_MPI_CHECK(MPI_Comm_rank(group->cross_, &group->cross_rank_));
     }
     group->sources_.resize(node.size());
     group->targets_.resize(node.size());
@@ -316,7 +314,9 @@ const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
     // A slice between nodes travels with an MPI count (an int).
     if (spans_nodes() && in.numel() / members_ >= INT_MAX) return false;
-    const ShmDescriptor d = describe(OpKind::Allreduce, in, offset_or_zero(out), in_arena(in) && in_arena(out), op);
+    const auto in_at = place(in);
+    const auto out_at = place(out);
+    const ShmDescriptor d = describe(OpKind::Allreduce, in, in_at, out_at.value_or(0), in_at && out_at, op);
     bool go = publish(d);
     if (spans_nodes()) {
         // Every node must take the same path: the processes of each index agree across nodes (each node's own
@@ -348,12 +348,10 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
         std::byte* const target[] = {mine_out};
         reduce_into(in.dtype(), sources_.data(), members_, target, 1, hi - lo, op);
         const int n = static_cast<int>(hi - lo);  // < INT_MAX: the caller checked the whole count
-        int cross_rank = 0;
-        mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
         const MPI_Datatype type = mpi_datatype(in.dtype());
         const MPI_Op mop = mpi_op(op, in.dtype());
-        mpi(MPI_Reduce(cross_rank == 0 ? MPI_IN_PLACE : mine_out, cross_rank == 0 ? mine_out : nullptr, n, type, mop, 0,
-                       cross_),
+        mpi(MPI_Reduce(cross_rank_ == 0 ? MPI_IN_PLACE : mine_out, cross_rank_ == 0 ? mine_out : nullptr, n, type, mop,
+                       0, cross_),
             "MPI_Reduce");
         mpi(MPI_Bcast(mine_out, n, type, 0, cross_), "MPI_Bcast");
     }
@@ -374,7 +372,8 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
 
 bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
     if (spans_nodes()) return false;
-    const ShmDescriptor d = describe(OpKind::ReduceScatter, in, 0, in_arena(in) && out.device().is_cpu(), op);
+    const auto in_at = place(in);
+    const ShmDescriptor d = describe(OpKind::ReduceScatter, in, in_at, 0, in_at && out.device().is_cpu(), op);
     if (!publish(d)) return false;
     // Rows [i k, (i + 1) k) of every input, reduced into my output.
     const std::size_t slice = out.nbytes();
@@ -391,7 +390,8 @@ bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) 
 
 bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
     if (spans_nodes()) return false;
-    const ShmDescriptor d = describe(OpKind::Allgather, in, 0, in_arena(in) && out.device().is_cpu());
+    const auto in_at = place(in);
+    const ShmDescriptor d = describe(OpKind::Allgather, in, in_at, 0, in_at && out.device().is_cpu());
     if (!publish(d)) return false;
     auto* target = static_cast<std::byte*>(out.data());
     for (int m = 0; m < members_; ++m) {
@@ -408,8 +408,9 @@ bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
 bool ShmGroup::broadcast(const Tensor& t, int root) {
     if (spans_nodes()) return false;
     const bool is_root = index_ == root;
-    const bool eligible = t.device().is_cpu() && (!is_root || in_arena(t));
-    const ShmDescriptor d = describe(OpKind::Broadcast, t, 0, eligible, ReduceOp::Sum, root);
+    const auto at = place(t);
+    const bool eligible = t.device().is_cpu() && (!is_root || at);
+    const ShmDescriptor d = describe(OpKind::Broadcast, t, at, 0, eligible, ReduceOp::Sum, root);
     if (!publish(d)) return false;
     if (!is_root && t.nbytes() > 0) std::memcpy(t.data(), arena_address(descriptor_of(root).input), t.nbytes());
     barrier();
@@ -420,9 +421,10 @@ bool ShmGroup::broadcast(const Tensor& t, int root) {
 bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root) {
     if (spans_nodes()) return false;
     const bool is_root = index_ == root;
-    const bool eligible = in_arena(in) && (!is_root || (out != nullptr && in_arena(*out)));
-    const ShmDescriptor d =
-        describe(OpKind::Reduce, in, is_root && out != nullptr ? offset_or_zero(*out) : 0, eligible, op, root);
+    const auto in_at = place(in);
+    const auto out_at = is_root && out != nullptr ? place(*out) : std::nullopt;
+    const bool eligible = in_at && (!is_root || out_at);
+    const ShmDescriptor d = describe(OpKind::Reduce, in, in_at, out_at.value_or(0), eligible, op, root);
     if (!publish(d)) return false;
     // My slice of every input, reduced into the root's output.
     const std::size_t element = dtype_size(in.dtype());

@@ -106,7 +106,6 @@ private:
 
     std::vector<ShmLine*> lines_;  // the node group's lines, by index in the group
     ShmLine* mine_ = nullptr;
-    std::uint64_t my_line_ = 0;
     int index_ = 0;  // in the node's group
     int members_ = 1;
     bool spin_ = true;  // a core for each process of the node: spin briefly before yielding
@@ -114,6 +113,7 @@ private:
     std::uint32_t count_ = 0;
     std::uint64_t parity_ = 0;
     MPI_Comm cross_ = MPI_COMM_NULL;  // the processes with this index on every node (spanning nodes only)
+    int cross_rank_ = 0;              // this process's rank in cross_ (0: the first node's)
     std::uint64_t* mpi_calls_ = nullptr;
     std::vector<const std::byte*> sources_;  // reused per call
     std::vector<std::byte*> targets_;

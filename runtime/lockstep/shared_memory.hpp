@@ -20,14 +20,15 @@ namespace lockstep {
 struct SharedMemoryStatus {
     bool active = false;  // this process allocates host blocks from the node's arena
     ShmMode mode = ShmMode::Auto;
-    std::size_t arena_bytes = 0;      // this process's segment
-    std::size_t threshold_bytes = 0;  // host blocks of at least this size come from the arena
-    std::size_t used_bytes = 0;       // of the segment, in blocks now (in use or cached by the allocator)
-    std::uint64_t fallbacks = 0;      // blocks that went to private memory because the segment was full
-    int local_processes = 1;          // processes that map the arena
-    int local_index = 0;              // this process's segment
-    std::string backing;              // where the pages are, e.g. "/dev/shm (POSIX shared memory, name unlinked)"
-    std::string reason;               // why the arena is not active, or the warning it fell back with; empty if none
+    std::size_t arena_bytes = 0;         // this process's segment
+    std::size_t threshold_bytes = 0;     // host blocks of at least this size come from the arena
+    std::size_t used_bytes = 0;          // of the segment, in blocks now (in use or cached by the allocator)
+    std::uint64_t fallbacks = 0;         // blocks that went to private memory because the segment was full
+    int local_processes = 1;             // processes that map the arena
+    int local_index = 0;                 // this process's segment
+    std::size_t dev_shm_free_bytes = 0;  // free space in /dev/shm now
+    std::string backing;                 // where the pages are, e.g. "/dev/shm (POSIX shared memory, name unlinked)"
+    std::string reason;                  // why the arena is not active, or the warning it fell back with; empty if none
 };
 
 // The arena's state in this process (inactive before Runtime::init()).

@@ -14,8 +14,6 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include <sys/statvfs.h>
-
 #include <fstream>
 #include <map>
 
@@ -117,11 +115,8 @@ json host_section() {
 // would start with, from the Config and /dev/shm.
 json shared_memory_section() {
     json section;
-    std::optional<std::size_t> free_bytes;
-    struct statvfs fs {};
-    if (::statvfs("/dev/shm", &fs) == 0) free_bytes = static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize;
-    section["dev_shm_free_bytes"] = free_bytes ? json(*free_bytes) : json(nullptr);
     const SharedMemoryStatus s = shared_memory_status();
+    section["dev_shm_free_bytes"] = s.dev_shm_free_bytes;
     section["mode"] = std::string(shm_mode_name(s.mode));
     section["threshold_bytes"] = s.threshold_bytes;
     if (Runtime::initialized()) {
@@ -141,11 +136,11 @@ json shared_memory_section() {
         const Config config = Config::resolve();
         if (config.shm == ShmMode::Off) {
             plan = "off: host tensors stay in private memory and collectives use MPI";
-        } else if (config.shm_arena_size && free_bytes && *config.shm_arena_size > *free_bytes) {
+        } else if (config.shm_arena_size && *config.shm_arena_size > s.dev_shm_free_bytes) {
             plan = fmt::format(
                 "a job would fall back to MPI: /dev/shm has {} free, less than one process's arena of "
                 "{} (shm_arena_size); enlarge /dev/shm or lower LOCKSTEP_SHM_ARENA_SIZE",
-                format_bytes(*free_bytes), format_bytes(*config.shm_arena_size));
+                format_bytes(s.dev_shm_free_bytes), format_bytes(*config.shm_arena_size));
         } else {
             plan = fmt::format(
                 "{}: processes that share a node map one arena in /dev/shm ({} per process); host "
