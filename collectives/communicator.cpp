@@ -248,4 +248,62 @@ Communicator Communicator::dup() const {
         impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
 }
 
+Communicator Communicator::create_group(std::span<const int> ranks, int tag) const {
+    std::vector<bool> seen(static_cast<std::size_t>(impl_->size), false);
+    bool member = false;
+    for (const int r : ranks) {
+        if (r < 0 || r >= impl_->size) {
+            throw InvalidArgumentError(fmt::format("create_group: rank {} is not a rank of this communicator of {}", r,
+                                                   detail::count_text(impl_->size, "process", "processes")));
+        }
+        if (seen[static_cast<std::size_t>(r)]) {
+            throw InvalidArgumentError(
+                fmt::format("create_group: rank {} is listed twice in [{}]", r, fmt::join(ranks, ", ")));
+        }
+        seen[static_cast<std::size_t>(r)] = true;
+        member = member || r == impl_->rank;
+    }
+    if (!member) {
+        throw InvalidArgumentError(fmt::format(
+            "create_group: process {} is not in [{}]; only the listed processes call create_group (the others "
+            "skip it)",
+            impl_->rank, fmt::join(ranks, ", ")));
+    }
+    if (tag < 0) throw InvalidArgumentError(fmt::format("create_group: tag {} must be >= 0", tag));
+    MPI_Group all = MPI_GROUP_NULL;
+    MPI_Group part = MPI_GROUP_NULL;
+    MPI_Comm made = MPI_COMM_NULL;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_group(impl_->control, &all));
+    const int rc_incl = MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &part);
+    MPI_Group_free(&all);
+    detail::check_mpi(rc_incl, "MPI_Group_incl");
+    // On the control communicator: its collective traffic never meets the program's sends and receives, which use
+    // the payload communicator with tags of their own.
+    const int rc_create = MPI_Comm_create_group(impl_->control, part, tag, &made);
+    MPI_Group_free(&part);
+    detail::check_mpi(rc_create, "MPI_Comm_create_group");
+    CommunicatorOptions options{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()};
+    std::unique_ptr<Impl> impl;
+    try {
+        impl = std::make_unique<Impl>(made, options);
+    } catch (...) {
+        MPI_Comm_free(&made);
+        throw;
+    }
+    LOCKSTEP_MPI_CHECK(MPI_Comm_free(&made));
+    return Communicator(std::move(impl));
+}
+
+void Communicator::reject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
+                               std::exception_ptr error, CallSite site) {
+    impl_->run(
+        {.op = op, .input = input, .root = root, .reduce_op = reduce_op, .site = site},
+        [&] { std::rethrow_exception(error); }, [] {});
+    std::rethrow_exception(error);  // not reached: the failure above ends the call on every path
+}
+
+std::optional<std::string> Communicator::async_error() const {
+    return detail::watchdog_verdict();
+}
+
 }  // namespace lockstep

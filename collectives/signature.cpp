@@ -70,6 +70,10 @@ LocalFailure current_failure() {
         return {"DeviceError", e.what()};
     } catch (const InvalidArgumentError& e) {
         return {"InvalidArgumentError", e.what()};
+    } catch (const ReadOnlyError& e) {
+        return {"ReadOnlyError", e.what()};
+    } catch (const UnsupportedError& e) {
+        return {"UnsupportedError", e.what()};
     } catch (const Error& e) {
         return {"Error", e.what()};
     } catch (const std::bad_alloc& e) {

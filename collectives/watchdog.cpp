@@ -70,8 +70,9 @@ bool is_send(const CallRecord& r) {
 }
 
 std::string record_text(const CallRecord& r) {
-    std::string s = r.point_to_point() ? fmt::format("`{}` {} process {} (tag {})", op_name(r.op),
-                                                     is_send(r) ? "to" : "from", r.root, r.message_tag)
+    const std::string peer = r.root >= 0 ? fmt::format("process {}", r.root) : std::string("any process");
+    std::string s = r.point_to_point() ? fmt::format("`{}` {} {} (tag {})", op_name(r.op), is_send(r) ? "to" : "from",
+                                                     peer, r.message_tag)
                                        : fmt::format("`{}` #{}", op_name(r.op), r.sequence);
     if (r.has_tensor) {
         Shape shape(r.dims, r.dims + std::min<int>(r.ndim, static_cast<int>(max_record_dims)));
@@ -604,6 +605,20 @@ bool Watchdog::State::serve(Client& c, short revents) {
     return true;
 }
 
+namespace {
+std::mutex verdict_mutex;
+std::optional<std::string> verdict_text;  // under verdict_mutex
+void record_verdict(std::string text) {
+    std::scoped_lock lock(verdict_mutex);
+    if (!verdict_text) verdict_text = std::move(text);
+}
+}  // namespace
+
+std::optional<std::string> watchdog_verdict() {
+    std::scoped_lock lock(verdict_mutex);
+    return verdict_text;
+}
+
 void Watchdog::State::answer(Client& c, std::string_view line) {
     const auto space = line.find(' ');
     if (space == std::string_view::npos || !same_key(line.substr(space + 1), key)) return;  // not of this job
@@ -689,6 +704,8 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
     if (!verdict.reporter) {
         log.error(every_rank, "{} timed out after {:.1f} s; process {} prints the report", record_text(stuck), waited,
                   verdict.reporter_endpoint.world_rank);
+        record_verdict(fmt::format("{} timed out after {:.1f} s; process {} prints the report", record_text(stuck),
+                                   waited, verdict.reporter_endpoint.world_rank));
         std::fflush(stderr);
         // The reporter may not have timed out yet (its call started later): ask it to report now, and report from
         // here if the job has not ended when the grace period is over.
@@ -701,6 +718,7 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
                                     verdict.reporter_endpoint.world_rank,
                                     std::chrono::duration_cast<std::chrono::seconds>(reporter_grace).count());
     }
+    record_verdict(verdict.text);
     log.critical(every_rank, "{}\nEnding the job (exit code 124).", verdict.text);
     std::fflush(stderr);
     const auto until = Clock::now() + std::chrono::duration<double>(verdict.linger);

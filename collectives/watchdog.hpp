@@ -163,6 +163,10 @@ struct Endpoint {
 // The request line that asks the watchdog at `to` for `verb` (BOARD, NUDGE or END), with its key.
 [[nodiscard]] std::string watchdog_request(std::string_view verb, const Endpoint& to);
 
+// The watchdog's verdict on this process, once it found a call stuck (the report it printed or was told of); nullopt
+// before. Communicator::async_error reads it.
+[[nodiscard]] std::optional<std::string> watchdog_verdict();
+
 class Watchdog {
 public:
     // The process-wide watchdog. ensure_started() opens the listening socket and starts the thread (local, no MPI).

@@ -189,6 +189,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor& binary_inplace(BinaryOp op, Tensor& a, const Tensor& b) {
+    a.check_writable(binary_name(op));
     check_binary(op, a, b);
     LOCKSTEP_BACKEND(a.device(), binary(op, a, b, a));
     return a;
@@ -266,12 +267,14 @@ Tensor reduce_dim(Reduction op, const Tensor& t, std::int64_t dim, bool keepdim)
 // ---- fill, copy, cast
 
 Tensor& fill_(Tensor& t, double value) {
+    t.check_writable("fill_");
     check_operand("fill_", t);
     LOCKSTEP_BACKEND(t.device(), fill(t, value));
     return t;
 }
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
+    dst.check_writable("copy_");
     check_operand("copy_", dst);
     check_operand("copy_", src);
     check_same_device("copy_", dst, src);
@@ -340,6 +343,7 @@ Tensor& div_(Tensor& a, const Tensor& b) {
 }
 
 Tensor& axpy_(double alpha, const Tensor& x, Tensor& y) {
+    y.check_writable("axpy_");
     check_pair("axpy_", x, y);
     check_arithmetic("axpy_", y);
     check_equal_shapes("axpy_", x, y);
@@ -349,6 +353,7 @@ Tensor& axpy_(double alpha, const Tensor& x, Tensor& y) {
 }
 
 Tensor& scale_(Tensor& t, double alpha) {
+    t.check_writable("scale_");
     check_binary_scalar(BinaryOp::Mul, t, alpha);
     LOCKSTEP_BACKEND(t.device(), binary_scalar(BinaryOp::Mul, t, alpha, t));
     return t;

@@ -356,13 +356,36 @@ Allocator& pinned_allocator() {
 }
 
 Storage::Storage(Allocator& allocator, std::size_t bytes)
-    : allocator_(&allocator), bytes_(bytes), data_(allocator.allocate(bytes, &block_bytes_)) {
+    : allocator_(&allocator),
+      bytes_(bytes),
+      data_(allocator.allocate(bytes, &block_bytes_)),
+      device_(allocator.device()) {
     // The first block that did not fit in this process's arena segment is said once (an atomic load otherwise).
     if (auto warning = detail::arena_full_warning()) get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
 }
 
+Storage::Storage(ForeignKey, void* data, std::size_t bytes, Device device, std::function<void()> release,
+                 bool read_only)
+    : allocator_(nullptr),
+      bytes_(bytes),
+      data_(data),
+      device_(device),
+      read_only_(read_only),
+      release_(std::move(release)) {}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device device, std::function<void()> release,
+                                       bool read_only) {
+    return std::make_shared<Storage>(ForeignKey{}, data, bytes, device, std::move(release), read_only);
+}
+
 Storage::~Storage() {
-    allocator_->deallocate(data_, block_bytes_);
+    if (allocator_ != nullptr) {
+        allocator_->deallocate(data_, block_bytes_);
+        return;
+    }
+    // Moved into a local, so that the owner's callback (and what it captures, a Python object, say) is the last thing
+    // this destructor touches, under no lock.
+    if (std::function<void()> release = std::move(release_)) release();
 }
 
 }  // namespace lockstep

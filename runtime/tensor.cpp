@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <ostream>
 
@@ -28,10 +29,12 @@ std::int64_t shape_numel(const Shape& shape) {
     return n;
 }
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device)
+Tensor::Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device,
+               bool read_only)
     : data_(storage != nullptr ? static_cast<char*>(storage->data()) + offset : nullptr),
       numel_(shape_numel(shape)),
       dtype_(dtype),
+      read_only_(read_only),
       device_(device),
       storage_(std::move(storage)),
       offset_(offset),
@@ -48,6 +51,32 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
         throw OutOfMemoryError(device, bytes, allocator.stats(), "the system refused a small bookkeeping allocation");
     }
     return Tensor(std::move(storage), 0, shape, dtype, device);
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device, std::function<void()> release,
+                         bool read_only) {
+    const std::int64_t n = shape_numel(shape);
+    const std::size_t element = dtype_size(dtype);
+    if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / element) {
+        throw ShapeError(fmt::format("from_blob: shape {} of {} holds more bytes than memory can", shape_str(shape),
+                                     dtype_name(dtype)));
+    }
+    if (data == nullptr && n > 0) {
+        throw InvalidArgumentError(
+            fmt::format("from_blob: null data for {}{} ({} elements); pass the address of the "
+                        "first element, or a shape with no elements",
+                        dtype_name(dtype), shape_str(shape), n));
+    }
+    // The kernels read elements as their C++ type, which a misaligned address makes undefined behaviour.
+    if (reinterpret_cast<std::uintptr_t>(data) % element != 0) {
+        throw InvalidArgumentError(
+            fmt::format("from_blob: data at {} is not aligned to the {} bytes of a {} element; "
+                        "copy it into an aligned buffer (Tensor::from_data) first",
+                        data, element, dtype_name(dtype)));
+    }
+    if (device.is_cuda()) (void)allocator_for(device);  // throws the DeviceError that explains the build or machine
+    auto storage = Storage::wrap(data, static_cast<std::size_t>(n) * element, device, std::move(release), read_only);
+    return Tensor(std::move(storage), 0, shape, dtype, device, read_only);
 }
 
 namespace {
@@ -152,7 +181,27 @@ std::int64_t Tensor::size(std::int64_t d) const {
 
 std::string Tensor::str() const {
     if (!defined()) return "undefined tensor";
-    return fmt::format("{}{} {}", dtype_name(dtype_), shape_str(shape_), device_.str());
+    return fmt::format("{}{} {}{}", dtype_name(dtype_), shape_str(shape_), device_.str(),
+                       read_only_ ? " read-only" : "");
+}
+
+Tensor& Tensor::set_read_only(bool read_only) {
+    check_defined("set_read_only()");
+    if (!read_only && storage_->read_only()) {
+        throw ReadOnlyError(
+            fmt::format("set_read_only(false): {} lies in memory that was wrapped read-only "
+                        "(from_blob with read_only); write into a copy made with clone() instead",
+                        str()));
+    }
+    read_only_ = read_only;
+    return *this;
+}
+
+void Tensor::throw_read_only(std::string_view what) const {
+    throw ReadOnlyError(
+        fmt::format("{}: {} is read-only and cannot be written; pass a writable tensor, or a copy of "
+                    "this one made with clone()",
+                    what, str()));
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
@@ -216,6 +265,7 @@ void Tensor::copy_to_host(void* out) const {
 
 void Tensor::copy_from_host(const void* in) {
     check_defined("copy_from_host()");
+    check_writable("copy_from_host()");
     copy_bytes(data(), device_, in, Device::cpu(), nbytes());
 }
 
@@ -264,7 +314,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
         throw ShapeError(fmt::format("reshape {} ({} elements) to {} ({} elements): element counts differ",
                                      shape_str(shape_), numel_, shape_str(resolved), shape_numel(resolved)));
     }
-    return Tensor(storage_, offset_, std::move(resolved), dtype_, device_);
+    return Tensor(storage_, offset_, std::move(resolved), dtype_, device_, read_only_);
 }
 
 Tensor Tensor::view(const Shape& shape) const {
@@ -288,14 +338,17 @@ Tensor Tensor::narrow_rows(std::int64_t start, std::int64_t end) const {
     shape[0] = end - start;
     const std::int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
     return Tensor(storage_, offset_ + static_cast<std::size_t>(start * row) * dtype_size(dtype_), std::move(shape),
-                  dtype_, device_);
+                  dtype_, device_, read_only_);
 }
 
 }  // namespace lockstep
 
 namespace lockstep {
+// Foreign memory (from_blob) never counts as the arena's, even where its address falls inside it: lockstep did not
+// place it there, so nothing keeps the block behind it allocated while other processes read it.
 bool Tensor::in_shared_memory() const noexcept {
-    return storage_ != nullptr && device_.is_cpu() && lockstep::in_shared_memory(data_, nbytes());
+    return storage_ != nullptr && device_.is_cpu() && !storage_->foreign() &&
+           lockstep::in_shared_memory(data_, nbytes());
 }
 std::optional<std::uint64_t> Tensor::shared_memory_offset() const noexcept {
     if (!in_shared_memory()) return std::nullopt;

@@ -49,6 +49,8 @@ REQUIRED = [
     "typeinfo for lockstep::OutOfMemoryError",
     "typeinfo for lockstep::MpiError",
     "typeinfo for lockstep::DistributedOperationError",
+    "typeinfo for lockstep::ReadOnlyError",
+    "typeinfo for lockstep::UnsupportedError",
 ]
 
 

@@ -356,3 +356,102 @@ BOOST_AUTO_TEST_CASE(a_sub_communicator_report_names_world_ranks) {
     }
     comm().set_debug(false);
 }
+
+namespace {
+// Runs fn and returns the rejection; fails the test if fn does not throw CallRejectedError.
+std::vector<CallRejectedError::Failure> rejection_failures(const std::function<void()>& fn, std::string* message) {
+    try {
+        fn();
+    } catch (const CallRejectedError& e) {
+        *message = e.what();
+        return e.failures();
+    }
+    BOOST_ERROR("no CallRejectedError on rank " << R());
+    return {};
+}
+
+// Checks that every rank rejected the call for one reason: rank 1's target is read-only.
+void check_rank_1_read_only(const std::vector<CallRejectedError::Failure>& failures, const std::string& message,
+                            const std::string& op) {
+    BOOST_REQUIRE(failures.size() == 1u);
+    BOOST_TEST(failures[0].rank == 1);
+    BOOST_TEST(failures[0].type == "ReadOnlyError");
+    BOOST_TEST(contains(failures[0].message, op + ": "), failures[0].message);
+    BOOST_TEST(contains(failures[0].message, "read-only"), failures[0].message);
+    BOOST_TEST(contains(message, "Process 1: ReadOnlyError: " + op), message);
+    BOOST_TEST(same_on_every_rank(message));
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_read_only_allreduce_target_on_one_rank_is_rejected_on_every_rank) {
+    comm().set_debug(true);
+    std::vector<float> values(4, static_cast<float>(R() + 1));
+    Tensor t = Tensor::from_blob(values.data(), {4}, DType::Float32, Device::cpu(), {}, /*read_only=*/R() == 1);
+    const long calls = mpi_calls;
+    std::string message;
+    const auto failures = rejection_failures([&] { comm().allreduce_(t); }, &message);
+    BOOST_TEST(mpi_calls - calls == 1);  // the signature exchange, and no payload
+    check_rank_1_read_only(failures, message, "allreduce_");
+    BOOST_TEST(values == std::vector<float>(4, static_cast<float>(R() + 1)));
+    // The ranks are still in step, and a writable target on every rank works.
+    Tensor writable = Tensor::from_blob(values.data(), {4}, DType::Float32, Device::cpu());
+    comm().allreduce_(writable);
+    BOOST_TEST(values[0] == static_cast<float>(N() * (N() + 1) / 2));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_read_only_broadcast_target_is_rejected_on_a_non_root_only) {
+    comm().set_debug(true);
+    std::vector<std::int32_t> values(3, R() + 10);
+    Tensor t = Tensor::from_blob(values.data(), {3}, DType::Int32, Device::cpu(), {}, /*read_only=*/R() == 1);
+    const long calls = mpi_calls;
+    std::string message;
+    const auto failures = rejection_failures([&] { comm().broadcast_(t, 0); }, &message);
+    BOOST_TEST(mpi_calls - calls == 1);
+    check_rank_1_read_only(failures, message, "broadcast_");
+    BOOST_TEST(values == std::vector<std::int32_t>(3, R() + 10));
+    // The root only reads: its tensor may be read-only.
+    Tensor root_only = Tensor::from_blob(values.data(), {3}, DType::Int32, Device::cpu(), {}, /*read_only=*/R() == 0);
+    comm().broadcast_(root_only, 0);
+    BOOST_TEST(values == std::vector<std::int32_t>(3, 10));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(read_only_outputs_of_the_into_forms_are_rejected_on_every_rank) {
+    comm().set_debug(true);
+    const int n = N();
+    const Tensor row = Tensor::ones({2, 3});
+    std::vector<float> gathered_values(static_cast<std::size_t>(n * 6), -1.0f);
+    Tensor gathered = Tensor::from_blob(gathered_values.data(), {n * 2, 3}, DType::Float32, Device::cpu(), {},
+                                        /*read_only=*/R() == 1);
+    std::string message;
+    auto failures = rejection_failures([&] { comm().allgather_into(row, gathered); }, &message);
+    check_rank_1_read_only(failures, message, "allgather_into");
+    BOOST_TEST(gathered_values == std::vector<float>(static_cast<std::size_t>(n * 6), -1.0f));
+
+    std::vector<float> part_values(6, -1.0f);
+    Tensor part =
+        Tensor::from_blob(part_values.data(), {2, 3}, DType::Float32, Device::cpu(), {}, /*read_only=*/R() == 1);
+    failures = rejection_failures([&] { comm().reduce_scatter_into(Tensor::ones({n * 2, 3}), part); }, &message);
+    check_rank_1_read_only(failures, message, "reduce_scatter_into");
+    BOOST_TEST(part_values == std::vector<float>(6, -1.0f));
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(n));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(with_debug_off_a_read_only_target_throws_locally_before_any_mpi_call) {
+    comm().set_debug(false);
+    // Every rank's target is read-only, so every rank throws and none waits in a collective for the others (not so
+    // for broadcast_, whose root would go on to the payload alone).
+    const int n = N();
+    std::vector<float> values(static_cast<std::size_t>(n * 2), 1.0f);
+    Tensor t = Tensor::from_blob(values.data(), {n * 2}, DType::Float32, Device::cpu(), {}, /*read_only=*/true);
+    const long calls = mpi_calls;
+    BOOST_CHECK_THROW(comm().allreduce_(t), ReadOnlyError);
+    BOOST_CHECK_THROW(comm().allgather_into(Tensor::ones({2}), t), ReadOnlyError);
+    Tensor part = t.narrow_rows(0, 2);  // a view of a read-only tensor is read-only
+    BOOST_CHECK_THROW(comm().reduce_scatter_into(Tensor::ones({n * 2}), part), ReadOnlyError);
+    BOOST_TEST(mpi_calls - calls == 0);
+    BOOST_TEST(values == std::vector<float>(static_cast<std::size_t>(n * 2), 1.0f));
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+}

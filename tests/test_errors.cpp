@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <type_traits>
+#include <vector>
 
 using namespace lockstep;
 
@@ -20,8 +21,29 @@ BOOST_AUTO_TEST_CASE(every_error_type_derives_from_lockstep_error) {
     static_assert(std::is_base_of_v<Error, ShapeError>);
     static_assert(std::is_base_of_v<Error, DTypeError>);
     static_assert(std::is_base_of_v<Error, DeviceError>);
+    static_assert(std::is_base_of_v<Error, ReadOnlyError>);
+    static_assert(std::is_base_of_v<Error, UnsupportedError>);
     static_assert(std::is_base_of_v<std::runtime_error, Error>);
     BOOST_CHECK_THROW(throw TimeoutError("x"), Error);
+}
+
+BOOST_AUTO_TEST_CASE(read_only_and_unsupported_errors_are_caught_as_lockstep_errors) {
+    // Thrown from the library (its typeinfo, as a program catches it), and constructed here.
+    std::vector<float> values(2);
+    const Tensor t = Tensor::from_blob(values.data(), {2}, DType::Float32, Device::cpu(), {}, /*read_only=*/true);
+    try {
+        t.check_writable("a test");
+        BOOST_FAIL("no throw");
+    } catch (const Error& e) {
+        BOOST_TEST(dynamic_cast<const ReadOnlyError*>(&e) != nullptr);
+        BOOST_TEST(std::string(e.what()).find("a test") != std::string::npos);
+    }
+    try {
+        throw UnsupportedError("DLPack device type 14 is not supported");
+    } catch (const Error& e) {
+        BOOST_TEST(dynamic_cast<const UnsupportedError*>(&e) != nullptr);
+        BOOST_TEST(std::string(e.what()) == "DLPack device type 14 is not supported");
+    }
 }
 
 BOOST_AUTO_TEST_CASE(mpi_check_names_the_call_the_code_text_and_the_position) {

@@ -216,3 +216,157 @@ BOOST_AUTO_TEST_CASE(negative_dimensions_are_shape_errors) {
     const std::string msg = error_text([] { (void)Tensor::empty({2, -3}); });
     BOOST_TEST(contains(msg, "[2, -3]"));
 }
+
+BOOST_AUTO_TEST_CASE(from_blob_shares_the_callers_memory_without_allocating) {
+    std::vector<float> values{1, 2, 3, 4, 5, 6};
+    const AllocatorStats before = allocator_for(Device::cpu()).stats();
+    Tensor t = Tensor::from_blob(values.data(), {2, 3}, DType::Float32, Device::cpu());
+    const AllocatorStats after = allocator_for(Device::cpu()).stats();
+    BOOST_TEST(after.num_allocations == before.num_allocations);  // foreign memory is not the allocator's
+    BOOST_TEST(after.allocated_bytes == before.allocated_bytes);
+    BOOST_TEST(t.data() == static_cast<void*>(values.data()));
+    BOOST_TEST(t.shape() == (Shape{2, 3}));
+    BOOST_TEST(t.nbytes() == 24u);
+    BOOST_TEST(t.storage()->foreign());
+    BOOST_TEST(t.storage()->nbytes() == 24u);
+    BOOST_TEST((t.storage()->device() == Device::cpu()));
+    BOOST_TEST(!Tensor::zeros({2}).storage()->foreign());
+    values[1] = 20;  // the caller's writes show in the tensor ...
+    BOOST_TEST(t.at<float>({0, 1}) == 20.0f);
+    t.at<float>({1, 2}) = -6;  // ... and the tensor's in the caller's memory
+    BOOST_TEST(values[5] == -6.0f);
+    ops::fill_(t, 7);
+    BOOST_TEST(values == std::vector<float>(6, 7.0f));
+    const std::vector<float> fresh{9, 8, 7, 6, 5, 4};
+    t.copy_from_host(fresh.data());
+    BOOST_TEST(values == fresh);
+    BOOST_TEST(!t.read_only());
+    BOOST_TEST(!t.in_shared_memory());
+    BOOST_TEST(!t.shared_memory_offset().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(from_blob_release_runs_once_after_the_last_view_drops) {
+    std::vector<std::int64_t> values{1, 2, 3, 4, 5, 6};
+    int released = 0;
+    Tensor clone;
+    {
+        Tensor t = Tensor::from_blob(values.data(), {3, 2}, DType::Int64, Device::cpu(), [&] { ++released; });
+        Tensor flat = t.reshape({-1});
+        Tensor rows = t.narrow_rows(1, 3);
+        clone = t.clone();
+        t = Tensor();
+        BOOST_TEST(released == 0);
+        flat = Tensor();
+        BOOST_TEST(released == 0);  // rows still looks at the memory
+        BOOST_TEST(rows.to_vector<std::int64_t>() == (std::vector<std::int64_t>{3, 4, 5, 6}));
+    }
+    BOOST_TEST(released == 1);
+    BOOST_TEST(clone.to_vector<std::int64_t>() == values);  // a clone owns its copy and needs no release
+    BOOST_TEST(!clone.storage()->foreign());
+    // An empty release is never called; the tensor simply forgets the memory.
+    { Tensor t = Tensor::from_blob(values.data(), {6}, DType::Int64, Device::cpu()); }
+    BOOST_TEST(released == 1);
+}
+
+BOOST_AUTO_TEST_CASE(from_blob_wraps_zero_elements_even_at_null) {
+    int released = 0;
+    {
+        Tensor t = Tensor::from_blob(nullptr, {0, 4}, DType::Float64, Device::cpu(), [&] { ++released; });
+        BOOST_TEST(t.defined());
+        BOOST_TEST(t.numel() == 0);
+        BOOST_TEST(t.nbytes() == 0u);
+        BOOST_TEST(t.to_vector<double>().empty());
+        BOOST_TEST(t.clone().numel() == 0);
+        BOOST_TEST(t.reshape({4, 0}).shape() == (Shape{4, 0}));
+    }
+    BOOST_TEST(released == 1);
+}
+
+BOOST_AUTO_TEST_CASE(from_blob_rejects_invalid_inputs_and_keeps_the_memory_the_callers) {
+    std::vector<float> values(8, 1.0f);
+    int released = 0;
+    auto count = [&] { ++released; };
+    const std::string null_msg =
+        error_text([&] { (void)Tensor::from_blob(nullptr, {2}, DType::Float32, Device::cpu(), count); });
+    BOOST_TEST(contains(null_msg, "null data"), null_msg);
+    BOOST_CHECK_THROW((void)Tensor::from_blob(nullptr, {2}, DType::Float32, Device::cpu(), count),
+                      InvalidArgumentError);
+    BOOST_CHECK_THROW((void)Tensor::from_blob(values.data(), {2, -1}, DType::Float32, Device::cpu(), count),
+                      ShapeError);
+    // One byte past an aligned float: no float lies there.
+    void* misaligned = reinterpret_cast<char*>(values.data()) + 1;
+    BOOST_CHECK_THROW((void)Tensor::from_blob(misaligned, {2}, DType::Float32, Device::cpu(), count),
+                      InvalidArgumentError);
+    BOOST_CHECK_NO_THROW(
+        (void)Tensor::from_blob(misaligned, {2}, DType::UInt8, Device::cpu()));  // bytes align anywhere
+    if (cuda_device_count() == 0) {
+        BOOST_CHECK_THROW((void)Tensor::from_blob(values.data(), {2}, DType::Float32, Device::cuda(0), count),
+                          DeviceError);
+    }
+    BOOST_TEST(released == 0);  // a rejected wrap takes nothing over
+}
+
+BOOST_AUTO_TEST_CASE(read_only_is_kept_by_views_and_dropped_by_copies) {
+    std::vector<float> values{1, 2, 3, 4, 5, 6};
+    Tensor t = Tensor::from_blob(values.data(), {2, 3}, DType::Float32, Device::cpu(), {}, /*read_only=*/true);
+    BOOST_TEST(t.read_only());
+    BOOST_TEST(t.str() == "float32[2, 3] cpu read-only");
+    BOOST_TEST(t.reshape({3, -1}).read_only());
+    BOOST_TEST(t.view({6}).read_only());
+    BOOST_TEST(t.narrow_rows(1, 2).read_only());
+    BOOST_TEST(t.to(Device::cpu()).read_only());  // the same tensor
+    Tensor copy = t.clone();
+    BOOST_TEST(!copy.read_only());
+    BOOST_TEST(copy.str() == "float32[2, 3] cpu");
+    ops::fill_(copy, 0);
+    BOOST_TEST(values[0] == 1.0f);
+    // Memory wrapped read-only stays so, whatever handle asks.
+    Tensor view = t.view({6});
+    BOOST_CHECK_THROW(view.set_read_only(false), ReadOnlyError);
+    BOOST_TEST(view.read_only());
+
+    // An owned tensor can be marked, and unmarked, by its owner; views made meanwhile keep the mark.
+    Tensor owned = Tensor::zeros({4});
+    owned.set_read_only(true);
+    Tensor marked_view = owned.reshape({2, 2});
+    BOOST_TEST(marked_view.read_only());
+    BOOST_CHECK_THROW(ops::fill_(owned, 1), ReadOnlyError);
+    owned.set_read_only(false);
+    BOOST_TEST(marked_view.read_only());  // the bit belongs to each handle
+    ops::fill_(owned, 1);
+    BOOST_TEST(owned.to_vector<float>() == std::vector<float>(4, 1.0f));
+    BOOST_TEST(!Tensor().read_only());
+}
+
+BOOST_AUTO_TEST_CASE(writes_into_a_read_only_tensor_are_refused_and_change_nothing) {
+    const std::vector<float> original{1, 2, 3, 4};
+    std::vector<float> values = original;
+    Tensor t = Tensor::from_blob(values.data(), {4}, DType::Float32, Device::cpu(), {}, /*read_only=*/true);
+    const std::string msg = error_text([&] { t.check_writable("the test's write"); });
+    BOOST_TEST(contains(msg, "the test's write"), msg);
+    BOOST_TEST(contains(msg, "float32[4] cpu read-only"), msg);
+    BOOST_TEST(contains(msg, "clone()"), msg);
+    BOOST_CHECK_THROW(t.check_writable("x"), ReadOnlyError);
+    BOOST_CHECK_NO_THROW(Tensor::ones({1}).check_writable("x"));
+
+    const std::vector<float> other{9, 9, 9, 9};
+    const Tensor source = Tensor::from_data(other, {4});
+    BOOST_CHECK_THROW(t.copy_from_host(other.data()), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::copy_(t, source), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::copy_(t, Tensor::ones({4}, DType::Float64)), ReadOnlyError);  // the converting copy too
+    BOOST_CHECK_THROW(ops::fill_(t, 9), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::scale_(t, 9), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::add_(t, source), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::sub_(t, source), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::mul_(t, source), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::div_(t, source), ReadOnlyError);
+    BOOST_CHECK_THROW(ops::axpy_(2.0, source, t), ReadOnlyError);
+    Tensor view = t.narrow_rows(1, 3);
+    BOOST_CHECK_THROW(ops::fill_(view, 9), ReadOnlyError);
+    BOOST_TEST(values == original);
+    // Reading is fine, and a read-only tensor may be the source of a write elsewhere.
+    Tensor target = Tensor::zeros({4});
+    ops::copy_(target, t);
+    BOOST_TEST(target.to_vector<float>() == original);
+    BOOST_TEST(ops::sum(t).item<float>() == 10.0f);
+}

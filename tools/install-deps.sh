@@ -12,6 +12,10 @@ packages=(
   openssh-server openssh-client pdsh python3-jsonschema
   # A real Slurm for the tests (tests/slurm/cluster.sh starts its own daemons with its own config and key).
   slurmctld slurmd slurm-client munge
+  # The C interface's checks (Debian's DLPack 0.6 header, abidiff) and the Python package with the frameworks it is
+  # tested under: Debian's python3 with numpy, torch 1.13 and mpi4py, bound with pybind11.
+  libdlpack-dev abigail-tools
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-mpi4py
 )
 
 missing=()

@@ -18,8 +18,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 
 namespace lockstep {
 
@@ -75,6 +78,19 @@ public:
     // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup.
     [[nodiscard]] Communicator split(int color, int key) const;
     [[nodiscard]] Communicator dup() const;
+    // A communicator of the listed ranks of this one, in that order, made by those ranks only: the others do not take
+    // part (MPI_Comm_create_group; what a framework's new_group needs). Every member passes the same list and tag.
+    [[nodiscard]] Communicator create_group(std::span<const int> ranks, int tag = 0) const;
+    // The watchdog's verdict once it found a call of this process stuck (its report; the job ends within seconds),
+    // else nullopt. For callers that poll from another thread, such as a framework's error handling.
+    [[nodiscard]] std::optional<std::string> async_error() const;
+    // For layers above that check their own arguments first (the C interface): joins a collective that this process
+    // cannot make, because its arguments failed those checks with `error` (an exception of lockstep's types). In
+    // debug mode every rank then throws the same CallRejectedError naming this process, just as when the collective's
+    // own checks fail; otherwise this process rethrows `error`. Pass what the call would have had, so that the other
+    // ranks' signatures compare with it.
+    [[noreturn]] void reject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
+                                  std::exception_ptr error, CallSite site = {});
 
     void barrier(CallSite site = {});
     // Root's tensor to every rank. Every rank passes a tensor of the same shape and dtype (non-roots' values unused).
@@ -101,6 +117,8 @@ public:
     [[nodiscard]] Tensor alltoall(const Tensor& t, CallSite site = {});
     void send(const Tensor& t, int dest, int tag = 0, CallSite site = {});
     Tensor& recv(Tensor& out, int source, int tag = 0, CallSite site = {});
+    // A receive from whichever rank sends first with this tag (MPI_ANY_SOURCE); returns the sender's rank.
+    int recv_any(Tensor& out, int tag = 0, CallSite site = {});
 
     // Concatenation along dimension 0 of tensors whose first dimension differs between ranks (counts exchanged, then
     // MPI_Allgatherv). The other dimensions must agree.

@@ -35,11 +35,20 @@ enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, Mean };
 struct CallSite {
     std::string_view tag = {};
     std::source_location where = std::source_location::current();
+    // A place known only at run time, used instead of `where` when file_name is set: the line of a Python or C
+    // program that called through the C interface. The strings must live as long as the process, since the watchdog
+    // may read them at any time (the C interface keeps one copy of each).
+    const char* file_name = nullptr;
+    unsigned line_number = 0;
+    const char* function_name = nullptr;
 
-    [[nodiscard]] const char* file() const noexcept { return where.file_name(); }
-    [[nodiscard]] unsigned line() const noexcept { return where.line(); }
-    [[nodiscard]] const char* function() const noexcept { return where.function_name(); }
-    [[nodiscard]] unsigned column() const noexcept { return where.column(); }
+    [[nodiscard]] const char* file() const noexcept { return file_name != nullptr ? file_name : where.file_name(); }
+    [[nodiscard]] unsigned line() const noexcept { return file_name != nullptr ? line_number : where.line(); }
+    [[nodiscard]] const char* function() const noexcept {
+        if (file_name != nullptr) return function_name != nullptr ? function_name : "";
+        return where.function_name();
+    }
+    [[nodiscard]] unsigned column() const noexcept { return file_name != nullptr ? 0 : where.column(); }
 };
 
 }  // namespace lockstep

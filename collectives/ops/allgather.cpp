@@ -34,6 +34,7 @@ Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site
         [&] {
             t.check_defined("allgather_into");
             out.check_defined("allgather_into");
+            out.check_writable("allgather_into");
             if (!detail::has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
                 out.device() != t.device()) {
                 throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {}; got {}",

@@ -11,6 +11,7 @@ Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
         {.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
         [&] {
             t.check_defined("allreduce");
+            t.check_writable("allreduce_");
             detail::check_reducible(t, op, OpKind::Allreduce);
             work = detail::widen(t);
         },

@@ -16,7 +16,11 @@ void broadcast_chunks(auto& impl, Tensor& t, int root) {
 
 Tensor& Communicator::broadcast_(Tensor& t, int root, CallSite site) {
     impl_->run(
-        {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site}, [&] { t.check_defined("broadcast"); },
+        {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
+        [&] {
+            t.check_defined("broadcast");
+            if (impl_->rank != root) t.check_writable("broadcast_");  // the root only reads
+        },
         [&] { broadcast_chunks(*impl_, t, root); });
     return t;
 }

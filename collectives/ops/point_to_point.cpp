@@ -18,6 +18,7 @@ void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
 
 Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     out.check_defined("recv");
+    out.check_writable("recv");
     impl_->check_peer(source, OpKind::Recv);
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
@@ -35,6 +36,29 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
                         source, received, out.str(), n));
     }
     return out;
+}
+
+int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
+    out.check_defined("recv");
+    out.check_writable("recv");
+    const Impl::PointToPointWatch watch(
+        *impl_, {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
+    const int n = detail::checked_count(out.numel(), "recv");
+    int received = 0;
+    int source = -1;
+    detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
+        MPI_Status status;
+        LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), MPI_ANY_SOURCE, tag, impl_->comm, &status));
+        LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, mpi_datatype(out.dtype()), &received));
+        source = status.MPI_SOURCE;
+    });
+    if (received != n) {
+        throw ShapeError(
+            fmt::format("recv: rank {} sent {} elements but {} expects {}; send and receive tensors of "
+                        "the same shape",
+                        source, received, out.str(), n));
+    }
+    return source;
 }
 
 }  // namespace lockstep

@@ -37,6 +37,7 @@ Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp
         [&] {
             t.check_defined("reduce_scatter_into");
             out.check_defined("reduce_scatter_into");
+            out.check_writable("reduce_scatter_into");
             detail::check_reducible(t, op, OpKind::ReduceScatter);
             impl_->check_divisible(t, OpKind::ReduceScatter);
             if (detail::is_half(t.dtype())) {

@@ -9,7 +9,8 @@
 //   (a bias [H] added to every row of [N, H]); anything else is a ShapeError naming both shapes.
 // - float16/bfloat16 compute in float32 and round once on store. Integer division by zero is an
 //   InvalidArgumentError. Arithmetic on bool tensors is a DTypeError (fill, copy and cast accept bool).
-// - Results are new tensors on the inputs' device; functions ending in `_` write in place and return their target.
+// - Results are new tensors on the inputs' device; functions ending in `_` write in place and return their target,
+//   which must not be read-only (ReadOnlyError, before anything is checked or written).
 
 #include <lockstep/export.hpp>
 #include <lockstep/tensor.hpp>

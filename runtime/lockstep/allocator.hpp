@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -111,23 +112,45 @@ private:
 // Releases the cached blocks of every allocator created so far.
 LOCKSTEP_API void empty_all_caches();
 
-// A reference-counted allocation: the block goes back to its allocator when the last Storage handle drops.
+// A reference-counted block of memory, in one of two forms. Owned: allocated from an Allocator, and returned to it when
+// the last Storage handle drops. Foreign (wrap): memory that lockstep did not allocate (a numpy array, a DLPack tensor,
+// a caller's buffer), which the caller keeps valid until `release` runs; it is not counted in any allocator's
+// statistics and never lies in the shared-memory arena as far as lockstep is concerned.
 class LOCKSTEP_API Storage {
+    struct ForeignKey {  // lets wrap() use make_shared with a constructor nobody else can call
+        explicit ForeignKey() = default;
+    };
+
 public:
     Storage(Allocator& allocator, std::size_t bytes);
+    // Foreign memory: `bytes` bytes at `data` on `device`, taken as they are (no check, no copy). `release` runs
+    // exactly once, when the last handle drops, as the last thing the destructor does, once nothing of this Storage
+    // is used any more, and under no lock of lockstep's; an empty `release` is never called. It runs in a destructor,
+    // so it must not throw. If wrap throws, nothing was taken over and `release` is not called. `read_only` says that
+    // the memory itself must not be written (a read-only numpy array, say): no tensor over it can be made writable.
+    [[nodiscard]] static std::shared_ptr<Storage> wrap(void* data, std::size_t bytes, Device device,
+                                                       std::function<void()> release, bool read_only = false);
+    Storage(ForeignKey, void* data, std::size_t bytes, Device device, std::function<void()> release, bool read_only);
     ~Storage();
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
 
     [[nodiscard]] void* data() const noexcept { return data_; }
     [[nodiscard]] std::size_t nbytes() const noexcept { return bytes_; }
-    [[nodiscard]] Device device() const noexcept { return allocator_->device(); }
+    [[nodiscard]] Device device() const noexcept { return device_; }
+    // Whether the memory is foreign (wrap) rather than a block of an allocator.
+    [[nodiscard]] bool foreign() const noexcept { return allocator_ == nullptr; }
+    // Whether the memory was wrapped read-only (always false for owned memory).
+    [[nodiscard]] bool read_only() const noexcept { return read_only_; }
 
 private:
-    Allocator* allocator_;
+    Allocator* allocator_;  // null for foreign memory
     std::size_t bytes_;
     std::size_t block_bytes_ = 0;
     void* data_;
+    Device device_;
+    bool read_only_ = false;
+    std::function<void()> release_;  // foreign memory only
 };
 
 }  // namespace lockstep

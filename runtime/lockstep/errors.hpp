@@ -52,6 +52,21 @@ public:
     using Error::Error;
 };
 
+// A write into a tensor marked read-only (Tensor::read_only): one wrapped from read-only memory, such as a read-only
+// numpy array or a DLPack tensor with the READ_ONLY flag, or one marked so by its owner. The message names the tensor
+// and the write.
+class LOCKSTEP_API ReadOnlyError : public Error {
+public:
+    using Error::Error;
+};
+
+// An operation, dtype or device that this build or this API does not support (a DLPack device type lockstep has no
+// allocator for, say); the message says what was asked and what is supported.
+class LOCKSTEP_API UnsupportedError : public Error {
+public:
+    using Error::Error;
+};
+
 // Raised by a collective whose arguments differ between ranks; every rank raises the same one.
 class LOCKSTEP_API DistributedOperationError : public Error {
 public:

@@ -1,6 +1,8 @@
 #pragma once
 // Tensor: an n-dimensional array (any rank, including 0-d) with contiguous row-major storage on one device.
-// It holds a reference-counted Storage from its device's allocator; views (reshape/view) share that storage.
+// It holds a reference-counted Storage, from its device's allocator or over foreign memory (from_blob); views
+// (reshape/view/narrow_rows) share that storage. A tensor may be read-only: lockstep's writes into it (copy_from_host,
+// the in-place kernels, the in-place collectives) throw ReadOnlyError, and its views are read-only too.
 
 #include <lockstep/allocator.hpp>
 #include <lockstep/device.hpp>
@@ -10,6 +12,7 @@
 #include <lockstep/generator.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -53,6 +56,15 @@ public:
     static Tensor from_data(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu()) {
         return from_bytes(values.data(), values.size(), dtype_of<T>, shape, device);
     }
+    // Wraps `numel(shape) * dtype_size(dtype)` bytes at `data` on `device` without copying, as a contiguous row-major
+    // tensor. The memory stays the caller's: it must stay valid, and must not be freed, until `release` runs, which
+    // happens exactly once, when the last tensor over it drops (see Storage::wrap); with no `release` it must outlive
+    // every such tensor. With `read_only`, neither this tensor nor any view of it can be written by lockstep or made
+    // writable (set_read_only). Throws ShapeError for a negative dimension, InvalidArgumentError for a null `data`
+    // with elements or one not aligned to the dtype, DeviceError for a CUDA device this build or machine lacks; then
+    // `release` is not called.
+    static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                            std::function<void()> release = {}, bool read_only = false);
     // Uniform in [low, high) and normal(mean, stddev), floating dtypes only, from `gen` (default_generator()).
     static Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = DType::Float32,
                           Device device = Device::cpu(), Generator* gen = nullptr);
@@ -68,7 +80,13 @@ public:
     [[nodiscard]] std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
     [[nodiscard]] DType dtype() const noexcept { return dtype_; }
     [[nodiscard]] Device device() const noexcept { return device_; }
-    [[nodiscard]] std::string str() const;  // "float32[2, 3] cpu"
+    [[nodiscard]] std::string str() const;  // "float32[2, 3] cpu", "float32[2, 3] cpu read-only"
+    // Whether lockstep refuses to write into this tensor (check_writable). Views made from it inherit the bit;
+    // clone() and a copy to another device are writable.
+    [[nodiscard]] bool read_only() const noexcept { return read_only_; }
+    // Marks this tensor (this handle, and the views made from it afterwards) read-only or writable again. Memory
+    // wrapped read-only (from_blob) cannot be made writable: ReadOnlyError.
+    Tensor& set_read_only(bool read_only);
 
     // ---- raw and typed data
     // First element (device memory for CUDA tensors). Inline, with the address kept in the tensor itself: every
@@ -103,8 +121,9 @@ public:
     }
 
     // ---- copies and views
-    [[nodiscard]] Tensor to(Device device) const;  // same tensor if already there, else a copy
-    [[nodiscard]] Tensor clone() const;            // a copy with its own storage on the same device
+    // The same tensor (read-only if this one is) if already on `device`, else a copy.
+    [[nodiscard]] Tensor to(Device device) const;
+    [[nodiscard]] Tensor clone() const;  // a copy with its own storage on the same device
     // Same elements, new shape, shared storage. One dimension may be -1 (inferred).
     [[nodiscard]] Tensor reshape(const Shape& shape) const;
     // Like reshape, but the shape must be given in full (no -1).
@@ -124,7 +143,7 @@ public:
 
     // Copies every element into `out` (numel() * dtype_size bytes of host memory).
     void copy_to_host(void* out) const;
-    // Overwrites every element from host memory of the same dtype.
+    // Overwrites every element from host memory of the same dtype; ReadOnlyError on a read-only tensor.
     void copy_from_host(const void* in);
     // Throws DTypeError naming both dtypes and `what` unless dtype() == expected.
     void check_dtype(DType expected, std::string_view what) const;
@@ -132,18 +151,27 @@ public:
         if (storage_ == nullptr) [[unlikely]]
             throw_undefined(what);
     }
+    // Throws ReadOnlyError naming the tensor and `what` (the write refused) if the tensor is read-only. Inline: the
+    // in-place kernels and collectives call it on every call. Raw access (data(), at<T>()) is not checked.
+    void check_writable(std::string_view what) const {
+        if (read_only_) [[unlikely]]
+            throw_read_only(what);
+    }
 
 private:
-    Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device);
+    Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape, DType dtype, Device device,
+           bool read_only = false);
     static Tensor from_bytes(const void* values, std::size_t count, DType dtype, const Shape& shape, Device device);
     [[nodiscard]] std::int64_t offset_of(std::initializer_list<std::int64_t> index) const;
     [[nodiscard]] double item_double() const;
     [[noreturn]] static void throw_undefined(std::string_view what);
+    [[noreturn]] void throw_read_only(std::string_view what) const;
 
     // The fields a collective reads on every call come first, so that they share one cache line.
     void* data_ = nullptr;  // storage_->data() + offset_
     std::int64_t numel_ = 0;
     DType dtype_ = DType::Float32;
+    bool read_only_ = false;  // in the padding between dtype_ and device_: the hot fields stay where they were
     Device device_;
     std::shared_ptr<Storage> storage_;
     std::size_t offset_ = 0;  // bytes from the start of the storage

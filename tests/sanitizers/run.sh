@@ -45,7 +45,7 @@ case "$flavour" in
     #                              ranks (kept), which the watchdog, not the instrumented code, ends
     # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
     suites=(--suite unit --suite mpi --suite fuzz)
-    exclude=(format format_gate exported_symbols install_and_pkgconfig 'hang_repeat_*' 'shm_hang_*_np3'
+    exclude=(format format_gate exported_symbols c_api_abi install_and_pkgconfig 'hang_repeat_*' 'shm_hang_*_np3'
       'shm_hang_*_np4')
     include=()
     # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests

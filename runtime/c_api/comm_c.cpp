@@ -1,0 +1,578 @@
+// The C interface: communicators and their collectives.
+//
+// Each collective maps onto the C++ Communicator. Where C passes an output tensor that the C++ operation does not
+// take, this layer checks it first; a check that fails joins the call through Communicator::reject_call, so that in
+// debug mode every rank raises the same CallRejectedError (the ranks whose arguments were fine are already in the
+// call and would otherwise wait). In place means output == input.
+
+#include "c_api_internal.hpp"
+
+#include <lockstep/kernels.hpp>
+#include <lockstep/runtime.hpp>
+
+#include <fmt/core.h>
+
+#include <mpi.h>
+
+#if LOCKSTEP_C_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "lockstep_mpi.h"
+
+#include <vector>
+
+using namespace lockstep;
+using namespace lockstep::c_api;
+
+namespace {
+
+void require_runtime(const char* entry) {
+    if (!Runtime::initialized()) {
+        fail(LOCKSTEP_ERROR_INVALID_USAGE, fmt::format("{}: call lockstep_init first", entry));
+    }
+}
+
+CommunicatorOptions comm_options(const lockstep_comm_options_t* options, const char* entry) {
+    static const lockstep_comm_options_t defaults = LOCKSTEP_COMM_OPTIONS_INIT;
+    const lockstep_comm_options_t o = read_options(options, defaults, "lockstep_comm_options_t");
+    check_flags(o.flags, 0, entry);
+    CommunicatorOptions co;
+    if (o.debug >= 0) co.debug = o.debug != 0;
+    if (o.timeout >= 0.0) co.timeout = o.timeout;
+    if (o.shared_memory >= 0) co.shared_memory = o.shared_memory != 0;
+    return co;
+}
+
+lockstep_comm_s* adopt(MPI_Comm comm, const lockstep_comm_options_t* options, const char* entry) {
+    require_runtime(entry);
+    if (comm == MPI_COMM_NULL) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{}: MPI_COMM_NULL", entry));
+    return new_comm_handle(std::make_unique<Communicator>(comm, comm_options(options, entry)), false);
+}
+
+std::optional<ReduceOp> reduce_op_of(lockstep_reduce_op_t op) {
+    switch (op) {
+        case LOCKSTEP_SUM:
+            return ReduceOp::Sum;
+        case LOCKSTEP_PROD:
+            return ReduceOp::Prod;
+        case LOCKSTEP_MAX:
+            return ReduceOp::Max;
+        case LOCKSTEP_MIN:
+            return ReduceOp::Min;
+        case LOCKSTEP_MEAN:
+            return ReduceOp::Mean;
+        default:
+            return std::nullopt;
+    }
+}
+
+// Waits for the caller's stream before a collective reads or writes device memory ordered on it.
+void wait_for_stream(void* stream) {
+    if (stream == nullptr) return;
+#if LOCKSTEP_C_HAVE_CUDA
+    const cudaError_t rc = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    if (rc != cudaSuccess) {
+        throw CudaError("cudaStreamSynchronize", static_cast<int>(rc), cudaGetErrorString(rc),
+                        std::source_location::current());
+    }
+#else
+    throw DeviceError("a CUDA stream was passed to a collective, but this liblockstep_c was built without CUDA");
+#endif
+}
+
+// The collective's own C-side checks, then the call. A failed check joins the call as a rejection (see the top).
+struct Call {
+    Communicator& comm;
+    OpKind op;
+    const Tensor* input = nullptr;
+    int root = -1;
+    std::optional<ReduceOp> reduce_op;
+    CallSite site;
+
+    template <typename Check, typename Run>
+    void operator()(Check&& check, Run&& run) {
+        std::exception_ptr error;
+        try {
+            check();
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (error) comm.reject_call(op, input, root, reduce_op, error, site);
+        run();
+    }
+};
+
+const Tensor* tensor_or_null(lockstep_tensor_s* h) {
+    return h != nullptr ? &h->tensor : nullptr;
+}
+
+void check_tensor(const Tensor* t, const char* entry, const char* which) {
+    if (t == nullptr) throw InvalidArgumentError(fmt::format("{}: the {} tensor is NULL", entry, which));
+}
+
+void check_like(const Tensor& out, const Shape& shape, const Tensor& like, const char* entry) {
+    if (out.shape() != shape || out.dtype() != like.dtype() || out.device() != like.device()) {
+        throw ShapeError(fmt::format("{}: the output must be {}{} {} for input {}; got {}", entry,
+                                     dtype_name(like.dtype()), shape_str(shape), like.device().str(), like.str(),
+                                     out.str()));
+    }
+    out.check_writable(entry);
+}
+
+Shape stacked(const Tensor& t, std::int64_t parts) {
+    if (t.dim() == 0) return {parts};
+    Shape s = t.shape();
+    s[0] *= parts;
+    return s;
+}
+
+Shape split(const Shape& shape, std::int64_t parts) {
+    Shape s = shape;
+    if (!s.empty()) s[0] /= parts;
+    return s;
+}
+
+// The reduce op, or a rejection naming the bad code.
+ReduceOp require_op(std::optional<ReduceOp> op, lockstep_reduce_op_t code, const char* entry) {
+    if (!op) {
+        throw InvalidArgumentError(
+            fmt::format("{}: unknown reduce op {}; use LOCKSTEP_SUM, _PROD, _MAX, _MIN or _MEAN", entry, code));
+    }
+    return *op;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---------------------------------------------------------------- communicators
+
+lockstep_status_t lockstep_comm_world(lockstep_comm_t* comm) {
+    return guarded(nullptr, [&] {
+        require_out(comm, "comm");
+        require_runtime("lockstep_comm_world");
+        *comm = new_comm_handle(nullptr, true);
+    });
+}
+
+lockstep_status_t lockstep_comm_from_fortran(int64_t fortran_handle, const lockstep_comm_options_t* options,
+                                             lockstep_comm_t* comm) {
+    return guarded(nullptr, [&] {
+        require_out(comm, "comm");
+        require_runtime("lockstep_comm_from_fortran");
+        const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
+        *comm = adopt(c, options, "lockstep_comm_from_fortran");
+    });
+}
+
+lockstep_status_t lockstep_comm_from_mpi(MPI_Comm mpi_comm, const lockstep_comm_options_t* options,
+                                         lockstep_comm_t* comm) {
+    return guarded(nullptr, [&] {
+        require_out(comm, "comm");
+        *comm = adopt(mpi_comm, options, "lockstep_comm_from_mpi");
+    });
+}
+
+lockstep_status_t lockstep_comm_get_mpi(lockstep_comm_t comm, MPI_Comm* out) {
+    return guarded(comm, [&] {
+        require_out(out, "out");
+        *out = communicator(comm).mpi_comm();
+    });
+}
+
+lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32_t key, lockstep_comm_t* out) {
+    return guarded(comm, [&] {
+        require_out(out, "out");
+        Communicator& c = communicator(comm);
+        if (color == LOCKSTEP_UNDEFINED_COLOR) {
+            // Takes part in the split without joining a group.
+            MPI_Comm none = MPI_COMM_NULL;
+            LOCKSTEP_MPI_CHECK(MPI_Comm_split(c.mpi_comm(), MPI_UNDEFINED, key, &none));
+            *out = nullptr;
+            return;
+        }
+        *out = new_comm_handle(std::make_unique<Communicator>(c.split(color, key)), false);
+    });
+}
+
+lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockstep_comm_t* out) {
+    return guarded(comm, [&] {
+        require_out(out, "out");
+        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm).dup()), false);
+    });
+}
+
+lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t* ranks, size_t count, int32_t tag,
+                                             lockstep_comm_t* out) {
+    return guarded(comm, [&] {
+        require_out(out, "out");
+        if (ranks == nullptr && count > 0)
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, "lockstep_comm_create_group: ranks is NULL");
+        std::vector<int> list(ranks, ranks + count);
+        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm).create_group(list, tag)), false);
+    });
+}
+
+lockstep_status_t lockstep_comm_free(lockstep_comm_t comm) {
+    return guarded(nullptr, [&] {
+        if (comm == nullptr) return;
+        forget_comm_handle(comm);
+        std::unique_ptr<lockstep_comm_s> handle(comm);
+        handle->owned.reset();
+    });
+}
+
+lockstep_status_t lockstep_comm_rank(lockstep_comm_t comm, int32_t* rank) {
+    return guarded(comm, [&] {
+        require_out(rank, "rank");
+        *rank = communicator(comm).rank();
+    });
+}
+
+lockstep_status_t lockstep_comm_size(lockstep_comm_t comm, int32_t* size) {
+    return guarded(comm, [&] {
+        require_out(size, "size");
+        *size = communicator(comm).size();
+    });
+}
+
+lockstep_status_t lockstep_comm_fortran_handle(lockstep_comm_t comm, int64_t* fortran_handle) {
+    return guarded(comm, [&] {
+        require_out(fortran_handle, "fortran_handle");
+        *fortran_handle = static_cast<int64_t>(MPI_Comm_c2f(communicator(comm).mpi_comm()));
+    });
+}
+
+lockstep_status_t lockstep_comm_set_debug(lockstep_comm_t comm, int32_t on) {
+    return guarded(comm, [&] { communicator(comm).set_debug(on != 0); });
+}
+
+lockstep_status_t lockstep_comm_get_debug(lockstep_comm_t comm, int32_t* on) {
+    return guarded(comm, [&] {
+        require_out(on, "on");
+        *on = communicator(comm).debug() ? 1 : 0;
+    });
+}
+
+lockstep_status_t lockstep_comm_get_timeout(lockstep_comm_t comm, double* seconds) {
+    return guarded(comm, [&] {
+        require_out(seconds, "seconds");
+        *seconds = communicator(comm).timeout();
+    });
+}
+
+lockstep_status_t lockstep_comm_set_step(lockstep_comm_t comm, uint64_t step) {
+    return guarded(comm, [&] { communicator(comm).set_step(step); });
+}
+
+lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char** text) {
+    // Not through guarded: the verdict is a status of its own, not an error of this call.
+    static thread_local std::string verdict;
+    lockstep_status_t status = LOCKSTEP_OK;
+    const lockstep_status_t rc = guarded(comm, [&] {
+        std::optional<std::string> v = communicator(comm).async_error();
+        verdict = v.value_or("");
+        status = v ? LOCKSTEP_ERROR_TIMEOUT : LOCKSTEP_OK;
+    });
+    if (rc != LOCKSTEP_OK) return rc;
+    if (text != nullptr) *text = verdict.c_str();
+    return status;
+}
+
+const char* lockstep_comm_last_error(lockstep_comm_t comm) {
+    if (comm == nullptr) return "";
+    std::scoped_lock lock(comm->error_mutex);
+    return comm->last_error.c_str();
+}
+
+lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const char* reason) {
+    return guarded(comm, [&] {
+        Communicator& c = communicator(comm);
+        std::fprintf(stderr, "lockstep: process %d aborts the job (exit code %d)%s%s\n", c.rank(), code,
+                     reason != nullptr ? ": " : "", reason != nullptr ? reason : "");
+        std::fflush(stderr);
+        LOCKSTEP_MPI_CHECK(MPI_Abort(c.mpi_comm(), code));
+    });
+}
+
+// ---------------------------------------------------------------- collectives
+
+lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_barrier", &o);
+        wait_for_stream(o.cuda_stream);
+        communicator(comm).barrier(site);
+    });
+}
+
+lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                     int32_t root, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_broadcast", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        const Tensor* out = tensor_or_null(output);
+        Call call{c, OpKind::Broadcast, out != nullptr ? out : in, root, std::nullopt, site};
+        if (output == input) {
+            call([&] { check_tensor(in, "lockstep_broadcast", "input"); },
+                 [&] { c.broadcast_(input->tensor, root, site); });
+            return;
+        }
+        const bool is_root = c.rank() == root;
+        call(
+            [&] {
+                check_tensor(out, "lockstep_broadcast", "output");
+                if (is_root) {
+                    check_tensor(in, "lockstep_broadcast", "input");
+                    check_like(*out, in->shape(), *in, "lockstep_broadcast");
+                }
+            },
+            [&] {
+                if (is_root) ops::copy_(output->tensor, input->tensor);
+                c.broadcast_(output->tensor, root, site);
+            });
+    });
+}
+
+lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                  lockstep_reduce_op_t op, int32_t root, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_reduce", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        const bool is_root = c.rank() == root;
+        Call call{c, OpKind::Reduce, in, root, rop, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_reduce", "input");
+                require_op(rop, op, "lockstep_reduce");
+                if (is_root) {
+                    check_tensor(tensor_or_null(output), "lockstep_reduce", "output");
+                    check_like(output->tensor, in->shape(), *in, "lockstep_reduce");
+                }
+            },
+            [&] {
+                Tensor result = c.reduce(input->tensor, *rop, root, site);
+                if (is_root) ops::copy_(output->tensor, result);
+            });
+    });
+}
+
+lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                     lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_allreduce", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        if (input != nullptr && output == input && rop) {  // the common case: no check of this layer's own
+            c.allreduce_(input->tensor, *rop, site);
+            return;
+        }
+        const Tensor* in = tensor_or_null(input);
+        Call call{c, OpKind::Allreduce, in, -1, rop, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_allreduce", "input");
+                check_tensor(tensor_or_null(output), "lockstep_allreduce", "output");
+                require_op(rop, op, "lockstep_allreduce");
+                check_like(output->tensor, in->shape(), *in, "lockstep_allreduce");
+            },
+            [&] {
+                ops::copy_(output->tensor, input->tensor);
+                c.allreduce_(output->tensor, *rop, site);
+            });
+    });
+}
+
+lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output, int32_t root,
+                                  const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_gather", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        const bool is_root = c.rank() == root;
+        Call call{c, OpKind::Gather, in, root, std::nullopt, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_gather", "input");
+                if (is_root) {
+                    check_tensor(tensor_or_null(output), "lockstep_gather", "output");
+                    check_like(output->tensor, stacked(*in, c.size()), *in, "lockstep_gather");
+                }
+            },
+            [&] {
+                Tensor result = c.gather(input->tensor, root, site);
+                if (is_root) ops::copy_(output->tensor, result);
+            });
+    });
+}
+
+lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                     const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_allgather", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        Call call{c, OpKind::Allgather, in, -1, std::nullopt, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_allgather", "input");
+                check_tensor(tensor_or_null(output), "lockstep_allgather", "output");
+                if (output == input) {
+                    throw InvalidArgumentError("lockstep_allgather: the output must be another tensor than the input");
+                }
+            },
+            [&] { c.allgather_into(input->tensor, output->tensor, site); });
+    });
+}
+
+lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                   int32_t root, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_scatter", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const bool is_root = c.rank() == root;
+        const Tensor* out = tensor_or_null(output);
+        // Non-roots may pass no input: a placeholder of the root's shape stands in (MPI does not read it).
+        Tensor placeholder;
+        const Tensor* in = tensor_or_null(input);
+        Call call{c, OpKind::Scatter, in, root, std::nullopt, site};
+        call(
+            [&] {
+                check_tensor(out, "lockstep_scatter", "output");
+                if (is_root) check_tensor(in, "lockstep_scatter", "input");
+                if (in == nullptr) {
+                    placeholder = Tensor::empty(stacked(*out, c.size()), out->dtype(), out->device());
+                    in = &placeholder;
+                    call.input = in;
+                }
+                if (in->dim() == 0 || in->size(0) % c.size() != 0) {
+                    throw ShapeError(fmt::format(
+                        "lockstep_scatter: the first dimension of {} must be a multiple of the number of processes, {}",
+                        in->str(), c.size()));
+                }
+                check_like(*out, split(in->shape(), c.size()), *in, "lockstep_scatter");
+            },
+            [&] {
+                Tensor result = c.scatter(*in, root, site);
+                ops::copy_(output->tensor, result);
+            });
+    });
+}
+
+lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                          lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_reduce_scatter", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        const bool half = in != nullptr && (in->dtype() == DType::Float16 || in->dtype() == DType::BFloat16);
+        Call call{c, OpKind::ReduceScatter, in, -1, rop, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_reduce_scatter", "input");
+                check_tensor(tensor_or_null(output), "lockstep_reduce_scatter", "output");
+                require_op(rop, op, "lockstep_reduce_scatter");
+                if (output == input) {
+                    throw InvalidArgumentError(
+                        "lockstep_reduce_scatter: the output must be another tensor than the input");
+                }
+                if (half) check_like(output->tensor, split(in->shape(), c.size()), *in, "lockstep_reduce_scatter");
+            },
+            [&] {
+                if (half) {  // accumulated in float32 through a temporary (reduce_scatter_into takes no half types)
+                    Tensor result = c.reduce_scatter(input->tensor, *rop, site);
+                    ops::copy_(output->tensor, result);
+                } else {
+                    c.reduce_scatter_into(input->tensor, output->tensor, *rop, site);
+                }
+            });
+    });
+}
+
+lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                    const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_alltoall", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        Call call{c, OpKind::Alltoall, in, -1, std::nullopt, site};
+        call(
+            [&] {
+                check_tensor(in, "lockstep_alltoall", "input");
+                check_tensor(tensor_or_null(output), "lockstep_alltoall", "output");
+                check_like(output->tensor, in->shape(), *in, "lockstep_alltoall");
+            },
+            [&] {
+                Tensor result = c.alltoall(input->tensor, site);
+                ops::copy_(output->tensor, result);
+            });
+    });
+}
+
+lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t* result,
+                                         const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        require_out(result, "result");
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_gather_uneven", &o);
+        Communicator& c = communicator(comm);
+        wait_for_stream(o.cuda_stream);
+        const Tensor* in = tensor_or_null(input);
+        Call call{c, OpKind::GatherUneven, in, -1, std::nullopt, site};
+        Tensor gathered;
+        call([&] { check_tensor(in, "lockstep_gather_uneven", "input"); },
+             [&] { gathered = c.gather_uneven(*in, site); });
+        *result = new_tensor_handle(std::move(gathered));
+    });
+}
+
+lockstep_status_t lockstep_send(lockstep_comm_t comm, lockstep_tensor_t tensor, int32_t dest, int32_t tag,
+                                const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_send", &o);
+        wait_for_stream(o.cuda_stream);
+        communicator(comm).send(c_api::tensor(tensor, "the tensor"), dest, tag, site);
+    });
+}
+
+lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source, int32_t tag,
+                                int32_t* actual_source, const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        lockstep_call_options_t o;
+        const CallSite site = call_site(options, "lockstep_recv", &o);
+        wait_for_stream(o.cuda_stream);
+        Communicator& c = communicator(comm);
+        Tensor& out = c_api::tensor(output, "the output");
+        int from = source;
+        if (source == LOCKSTEP_ANY_SOURCE) {
+            from = c.recv_any(out, tag, site);
+        } else {
+            c.recv(out, source, tag, site);
+        }
+        if (actual_source != nullptr) *actual_source = from;
+    });
+}
+
+}  // extern "C"

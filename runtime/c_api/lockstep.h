@@ -1,0 +1,462 @@
+/* lockstep.h: the stable C interface of lockstep (liblockstep_c.so.1, pkg-config module lockstep-c).
+ *
+ * C99 and C++11 or later; needs only <stddef.h> and <stdint.h>. Entry points that take an MPI_Comm are in
+ * lockstep_mpi.h, so that glue code for a framework never needs mpi.h.
+ *
+ * Rules that hold for every function below:
+ *  - Every function returns a lockstep_status_t (LOCKSTEP_OK is 0) unless its comment says otherwise. No C++
+ *    exception crosses this interface. On failure, lockstep_last_error() gives the full text of the error in the
+ *    calling thread, and lockstep_comm_last_error() the last error of a communicator; a collective that fails on
+ *    every rank (a signature mismatch in debug mode, a call one rank could not start) gives the same text on every
+ *    rank.
+ *  - Handles are opaque. Every handle a function returns must be given back: lockstep_comm_free for communicators,
+ *    lockstep_tensor_release for tensors.
+ *  - Option structs begin with their own size. Initialise them with their LOCKSTEP_..._INIT macro, then set the fields
+ *    you need: a program built against an older header passes a smaller struct, and the library reads only the fields
+ *    that struct has. A NULL options pointer means all defaults. Flag bits this library does not know are an error
+ *    (LOCKSTEP_ERROR_INVALID_ARGUMENT), never ignored.
+ *  - Status codes are frozen: a code keeps its number forever and new codes are only appended.
+ *
+ * DLPack: this header carries the DLPack 1.0 type definitions (DLTensor, DLManagedTensor, DLManagedTensorVersioned)
+ * unless a dlpack.h was included first; after a pre-1.0 dlpack.h (such as version 0.6) it adds the versioned parts.
+ */
+#ifndef LOCKSTEP_H
+#define LOCKSTEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------------------------------ versions */
+#define LOCKSTEP_C_VERSION_MAJOR 1
+#define LOCKSTEP_C_VERSION_MINOR 0
+#define LOCKSTEP_C_VERSION_PATCH 0
+#define LOCKSTEP_C_VERSION_ENCODE(major, minor, patch) ((int32_t)((major)*10000 + (minor)*100 + (patch)))
+#define LOCKSTEP_C_VERSION \
+    LOCKSTEP_C_VERSION_ENCODE(LOCKSTEP_C_VERSION_MAJOR, LOCKSTEP_C_VERSION_MINOR, LOCKSTEP_C_VERSION_PATCH)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LOCKSTEP_C_API __attribute__((visibility("default")))
+#else
+#define LOCKSTEP_C_API
+#endif
+
+/* ------------------------------------------------------------------------------------------------ DLPack */
+#ifndef DLPACK_DLPACK_H_
+#define DLPACK_DLPACK_H_
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 0
+#ifdef __cplusplus
+#define DLPACK_EXTERN_C extern "C"
+#else
+#define DLPACK_EXTERN_C
+#endif
+#define DLPACK_DLL
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef enum {
+    kDLCPU = 1,
+    kDLCUDA = 2,
+    kDLCUDAHost = 3,
+    kDLOpenCL = 4,
+    kDLVulkan = 7,
+    kDLMetal = 8,
+    kDLVPI = 9,
+    kDLROCM = 10,
+    kDLROCMHost = 11,
+    kDLExtDev = 12,
+    kDLCUDAManaged = 13,
+    kDLOneAPI = 14,
+    kDLWebGPU = 15,
+    kDLHexagon = 16
+} DLDeviceType;
+typedef struct {
+    DLDeviceType device_type;
+    int32_t device_id;
+} DLDevice;
+typedef enum {
+    kDLInt = 0U,
+    kDLUInt = 1U,
+    kDLFloat = 2U,
+    kDLOpaqueHandle = 3U,
+    kDLBfloat = 4U,
+    kDLComplex = 5U,
+    kDLBool = 6U
+} DLDataTypeCode;
+typedef struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} DLDataType;
+typedef struct {
+    void* data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t* shape;
+    int64_t* strides;
+    uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void* manager_ctx;
+    void (*deleter)(struct DLManagedTensor* self);
+} DLManagedTensor;
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLPACK_DLPACK_H_ */
+
+/* The versioned structure of DLPack 1.0, unless the dlpack.h included first has it (a 0.6 one does not). */
+#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
+#define DLPACK_FLAG_BITMASK_READ_ONLY (UINT64_C(1) << 0)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (UINT64_C(1) << 1)
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef struct {
+    uint32_t major;
+    uint32_t minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version;
+    void* manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned* self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#ifdef __cplusplus
+}
+#endif
+#endif
+/* The boolean type code of DLPack 1.0, for code that compiles against an older dlpack.h. */
+#define LOCKSTEP_DLPACK_BOOL 6
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------ status */
+typedef int32_t lockstep_status_t;
+/* One code per error type of the C++ library. Frozen: numbers never change, new codes are appended. */
+enum {
+    LOCKSTEP_OK = 0,
+    LOCKSTEP_ERROR_SIGNATURE_MISMATCH = 1, /* a collective whose calls differ between ranks (debug mode) */
+    LOCKSTEP_ERROR_SHAPE = 2,              /* wrong shape for the operation */
+    LOCKSTEP_ERROR_DTYPE = 3,              /* wrong or unsupported element type */
+    LOCKSTEP_ERROR_DEVICE = 4,             /* a device that cannot be used */
+    LOCKSTEP_ERROR_OUT_OF_MEMORY = 5,      /* an allocator ran out of memory (host or CUDA) */
+    LOCKSTEP_ERROR_MPI = 6,                /* an MPI call returned an error code */
+    LOCKSTEP_ERROR_CUDA = 7,               /* a CUDA or cuBLAS call returned an error code */
+    LOCKSTEP_ERROR_TIMEOUT = 8,            /* a collective outlived its time limit (the watchdog's verdict) */
+    LOCKSTEP_ERROR_READ_ONLY = 9,          /* a write into a read-only tensor */
+    LOCKSTEP_ERROR_UNSUPPORTED = 10,       /* an operation, dtype, device or layout this build does not support */
+    LOCKSTEP_ERROR_VERSION = 11,           /* the header and the library do not fit, or an options struct is newer */
+    LOCKSTEP_ERROR_INVALID_ARGUMENT = 12,  /* an argument outside its domain: NULL handle, bad rank, unknown flag */
+    LOCKSTEP_ERROR_INVALID_USAGE = 13,     /* a call at the wrong time: before lockstep_init, after finalize */
+    LOCKSTEP_ERROR_INTERNAL = 14,          /* a failure lockstep did not expect: please report it */
+    LOCKSTEP_ERROR_CALL_REJECTED = 15,     /* a collective some rank could not start (debug mode: on every rank) */
+    LOCKSTEP_ERROR_DISTRIBUTED = 16,       /* another disagreement between ranks */
+    LOCKSTEP_ERROR_CONFIG = 17,            /* a setting that cannot be used */
+    LOCKSTEP_ERROR_RUNTIME = 18,           /* an error of the library without a more specific code */
+    LOCKSTEP_ERROR_CALLBACK = 19           /* a callback of the caller (batch-size search) reported a failure */
+};
+
+/* "LOCKSTEP_ERROR_TIMEOUT": the name of a code; "LOCKSTEP_ERROR_UNKNOWN" for a number no version defines. */
+LOCKSTEP_C_API const char* lockstep_status_string(lockstep_status_t status);
+/* The full text of the last error in this thread ("" when none); valid until this thread's next failing call. */
+LOCKSTEP_C_API const char* lockstep_last_error(void);
+/* The code of that error (LOCKSTEP_OK when none). */
+LOCKSTEP_C_API lockstep_status_t lockstep_last_error_status(void);
+/* 1 when that error is a rejected call where some rank ran out of memory (or an out-of-memory error), else 0. */
+LOCKSTEP_C_API int32_t lockstep_last_error_is_out_of_memory(void);
+LOCKSTEP_C_API void lockstep_clear_last_error(void);
+
+/* ------------------------------------------------------------------------------------------------ versions */
+/* The library's LOCKSTEP_C_VERSION; the other pointers, when not NULL, receive its parts. Never fails. */
+LOCKSTEP_C_API int32_t lockstep_get_version(int32_t* major, int32_t* minor, int32_t* patch);
+/* "1.0.0 (commit abc123, CUDA yes)": static text. */
+LOCKSTEP_C_API const char* lockstep_get_build_info(void);
+
+/* ------------------------------------------------------------------------------------------------ handles */
+typedef struct lockstep_runtime_s* lockstep_runtime_t;
+typedef struct lockstep_comm_s* lockstep_comm_t;
+typedef struct lockstep_tensor_s* lockstep_tensor_t;
+
+/* ------------------------------------------------------------------------------------------------ runtime */
+typedef struct lockstep_init_options {
+    size_t struct_size;      /* sizeof(lockstep_init_options_t) as the caller compiled it */
+    uint64_t flags;          /* none defined yet: 0 */
+    int32_t debug;           /* debug mode of new communicators: -1 from the configuration, 0 off, 1 on */
+    double timeout;          /* seconds before the watchdog reports a collective; < 0 from the configuration, 0 off */
+    const char* config_file; /* NULL: the usual lookup; "": read no file */
+} lockstep_init_options_t;
+#define LOCKSTEP_INIT_OPTIONS_INIT \
+    { sizeof(lockstep_init_options_t), 0, -1, -1.0, NULL }
+
+/* Use lockstep_init. Initialises MPI unless the program (or mpi4py, or another library) already did, in which case
+ * lockstep adopts it and will never finalise it. Idempotent: later calls return the same runtime. */
+LOCKSTEP_C_API lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep_init_options_t* options,
+                                                         lockstep_runtime_t* runtime);
+/* Passes this header's version: a library older than the header, or of another major version, answers
+ * LOCKSTEP_ERROR_VERSION. runtime may be NULL. */
+static inline lockstep_status_t lockstep_init(const lockstep_init_options_t* options, lockstep_runtime_t* runtime) {
+    return lockstep_init_versioned(LOCKSTEP_C_VERSION, options, runtime);
+}
+LOCKSTEP_C_API int32_t lockstep_is_initialized(void);
+/* Frees lockstep's communicators and calls MPI_Finalize only if lockstep initialised MPI. Idempotent. */
+LOCKSTEP_C_API lockstep_status_t lockstep_finalize(void);
+/* Rank and size of the runtime's processes, local rank and size on this node. Any pointer may be NULL. */
+LOCKSTEP_C_API lockstep_status_t lockstep_runtime_identity(lockstep_runtime_t runtime, int32_t* rank, int32_t* size,
+                                                           int32_t* local_rank, int32_t* local_size);
+/* 1 when lockstep called MPI_Init (and will call MPI_Finalize), 0 when it adopted an MPI already running. */
+LOCKSTEP_C_API int32_t lockstep_runtime_owns_mpi(lockstep_runtime_t runtime);
+
+/* ------------------------------------------------------------------------------------------------ communicators */
+typedef struct lockstep_comm_options {
+    size_t struct_size;
+    uint64_t flags;        /* none defined yet: 0 */
+    int32_t debug;         /* -1 from the configuration, 0 off, 1 on */
+    double timeout;        /* seconds; < 0 from the configuration, 0 no watchdog */
+    int32_t shared_memory; /* -1 default, 0 off, 1 on (when the node's arena is active) */
+} lockstep_comm_options_t;
+#define LOCKSTEP_COMM_OPTIONS_INIT \
+    { sizeof(lockstep_comm_options_t), 0, -1, -1.0, -1 }
+
+/* The communicator over the runtime's processes. Free the handle with lockstep_comm_free; the world communicator
+ * itself lives until lockstep_finalize. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_world(lockstep_comm_t* comm);
+/* From a Fortran handle (MPI_Comm_c2f; what mpi4py's Comm.py2f() gives), duplicated: the caller's communicator is
+ * never used for lockstep's traffic or freed by lockstep. Collective over that communicator. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_from_fortran(int64_t fortran_handle,
+                                                            const lockstep_comm_options_t* options,
+                                                            lockstep_comm_t* comm);
+/* Collective over comm, like MPI_Comm_split. A process with color LOCKSTEP_UNDEFINED_COLOR gets a NULL handle. */
+#define LOCKSTEP_UNDEFINED_COLOR (-32766)
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32_t key,
+                                                     lockstep_comm_t* out);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockstep_comm_t* out);
+/* A communicator of the listed ranks of comm (in that order), created by those ranks only (MPI_Comm_create_group):
+ * the other ranks do not take part. Every member passes the same list and tag. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t* ranks, size_t count,
+                                                            int32_t tag, lockstep_comm_t* out);
+/* Frees the handle (and the communicator, unless it is the world's). Every member, in the same order. NULL is a
+ * no-op. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_free(lockstep_comm_t comm);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_rank(lockstep_comm_t comm, int32_t* rank);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_size(lockstep_comm_t comm, int32_t* size);
+/* The communicator's Fortran handle (MPI_Comm_c2f of lockstep's duplicate). */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_fortran_handle(lockstep_comm_t comm, int64_t* fortran_handle);
+/* Debug mode: switch it on every rank at the same point. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_set_debug(lockstep_comm_t comm, int32_t on);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_debug(lockstep_comm_t comm, int32_t* on);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_timeout(lockstep_comm_t comm, double* seconds);
+/* The loop step carried by later signatures in debug mode (0: none). */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_set_step(lockstep_comm_t comm, uint64_t step);
+/* The watchdog's verdict: LOCKSTEP_ERROR_TIMEOUT with its report in *text once a call of this process was found
+ * stuck (the job then ends within seconds), LOCKSTEP_OK and "" while none was. text may be NULL. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char** text);
+/* The last error raised by a call on this communicator ("" when none). */
+LOCKSTEP_C_API const char* lockstep_comm_last_error(lockstep_comm_t comm);
+/* Ends every process of the job with exit code `code`, after logging `reason` (NULL: none). Returns only on error. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const char* reason);
+
+/* ------------------------------------------------------------------------------------------------ tensors */
+typedef int32_t lockstep_dtype_t;
+enum {
+    LOCKSTEP_FLOAT32 = 0,
+    LOCKSTEP_FLOAT64 = 1,
+    LOCKSTEP_FLOAT16 = 2,
+    LOCKSTEP_BFLOAT16 = 3,
+    LOCKSTEP_INT8 = 4,
+    LOCKSTEP_UINT8 = 5,
+    LOCKSTEP_INT32 = 6,
+    LOCKSTEP_INT64 = 7,
+    LOCKSTEP_BOOL = 8
+};
+typedef int32_t lockstep_device_type_t;
+enum { LOCKSTEP_DEVICE_CPU = 0, LOCKSTEP_DEVICE_CUDA = 1 };
+typedef struct lockstep_device {
+    lockstep_device_type_t type;
+    int32_t index; /* the CUDA device; 0 for the CPU */
+} lockstep_device_t;
+
+/* lockstep_tensor_wrap flags. */
+#define LOCKSTEP_TENSOR_READ_ONLY (UINT64_C(1) << 0)
+
+/* A new tensor of `ndim` dimensions (0 for a scalar), uninitialised. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_empty(const int64_t* shape, int32_t ndim, lockstep_dtype_t dtype,
+                                                       lockstep_device_t device, lockstep_tensor_t* out);
+/* A tensor over the caller's memory, not copied: contiguous, row-major. `deleter(context)` is called exactly once when
+ * the last reference is gone (never under a lock of lockstep); it may be NULL. The memory must stay valid until then.
+ * With LOCKSTEP_TENSOR_READ_ONLY, collectives refuse to write into it. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t* shape, int32_t ndim,
+                                                      lockstep_dtype_t dtype, lockstep_device_t device, uint64_t flags,
+                                                      void (*deleter)(void* context), void* context,
+                                                      lockstep_tensor_t* out);
+/* References: a new handle starts at 1. Release with a NULL handle is a no-op. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_retain(lockstep_tensor_t tensor);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_release(lockstep_tensor_t tensor);
+/* Getters. The shape pointer stays valid as long as the tensor. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_data(lockstep_tensor_t tensor, void** data);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_ndim(lockstep_tensor_t tensor, int32_t* ndim);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_shape(lockstep_tensor_t tensor, const int64_t** shape);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_numel(lockstep_tensor_t tensor, int64_t* numel);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_nbytes(lockstep_tensor_t tensor, size_t* nbytes);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_dtype(lockstep_tensor_t tensor, lockstep_dtype_t* dtype);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_device(lockstep_tensor_t tensor, lockstep_device_t* device);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_is_read_only(lockstep_tensor_t tensor, int32_t* read_only);
+/* Copies between the tensor (any device) and host memory of nbytes == the tensor's size in bytes. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_copy_to_host(lockstep_tensor_t tensor, void* host, size_t nbytes);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_copy_from_host(lockstep_tensor_t tensor, const void* host,
+                                                                size_t nbytes);
+/* Size of one element of a dtype in bytes (0 for an unknown dtype). Never fails. */
+LOCKSTEP_C_API size_t lockstep_dtype_size(lockstep_dtype_t dtype);
+/* "float32", ... ("unknown" for an unknown dtype). Never fails. */
+LOCKSTEP_C_API const char* lockstep_dtype_name(lockstep_dtype_t dtype);
+
+/* ------------------------------------------------------------------------------------------------ DLPack */
+/* lockstep_tensor_from_dlpack* flags. */
+#define LOCKSTEP_DLPACK_ALLOW_COPY (UINT64_C(1) << 0) /* copy non-contiguous input instead of refusing it */
+
+/* Export without copying. The consumer owns *out and calls its deleter exactly once; the tensor stays alive until
+ * then. A read-only tensor is exported with DLPACK_FLAG_BITMASK_READ_ONLY (versioned form only: the legacy form has no
+ * flags, so a read-only tensor is refused there, LOCKSTEP_ERROR_READ_ONLY, unless flags has
+ * LOCKSTEP_DLPACK_EXPORT_READ_ONLY_AS_WRITABLE). bool exports as DLPack bool (code 6, 8 bits). */
+#define LOCKSTEP_DLPACK_EXPORT_READ_ONLY_AS_WRITABLE (UINT64_C(1) << 0)
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_to_dlpack(lockstep_tensor_t tensor, uint64_t flags,
+                                                           DLManagedTensor** out);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_to_dlpack_versioned(lockstep_tensor_t tensor, uint64_t flags,
+                                                                     DLManagedTensorVersioned** out);
+/* Import. On success lockstep owns `managed` and calls its deleter exactly once, when the last reference to the new
+ * tensor is gone (or at once when it copied). On failure the caller still owns it. Devices: CPU, CUDA, CUDA host
+ * (imported as CPU memory). Strides must be contiguous (NULL or row-major; a dimension of size 1 may have any stride)
+ * unless LOCKSTEP_DLPACK_ALLOW_COPY. A versioned tensor with READ_ONLY gives a read-only tensor; a major version
+ * other than 1 is LOCKSTEP_ERROR_VERSION. */
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_from_dlpack(DLManagedTensor* managed, uint64_t flags,
+                                                             lockstep_tensor_t* out);
+LOCKSTEP_C_API lockstep_status_t lockstep_tensor_from_dlpack_versioned(DLManagedTensorVersioned* managed,
+                                                                       uint64_t flags, lockstep_tensor_t* out);
+
+/* ------------------------------------------------------------------------------------------------ collectives */
+typedef int32_t lockstep_reduce_op_t;
+enum { LOCKSTEP_SUM = 0, LOCKSTEP_PROD = 1, LOCKSTEP_MAX = 2, LOCKSTEP_MIN = 3, LOCKSTEP_MEAN = 4 };
+
+/* Per-call options: where the caller is (the debug-mode report and the watchdog name this place instead of
+ * lockstep's), a tag naming the call in reports, and the CUDA stream the tensors' pending work is ordered on
+ * (lockstep waits for it before the collective starts; NULL: the device is synchronised as usual). The strings are
+ * copied. */
+typedef struct lockstep_call_options {
+    size_t struct_size;
+    uint64_t flags;       /* none defined yet: 0 */
+    void* cuda_stream;    /* a cudaStream_t, or NULL */
+    const char* file;     /* NULL: not given */
+    int32_t line;         /* 0: not given */
+    const char* function; /* NULL: not given */
+    const char* tag;      /* NULL: none */
+} lockstep_call_options_t;
+#define LOCKSTEP_CALL_OPTIONS_INIT \
+    { sizeof(lockstep_call_options_t), 0, NULL, NULL, 0, NULL, NULL }
+
+/* Every collective below is called by every rank of comm. Where a function takes an input and an output, passing the
+ * same handle for both works in place (where the shapes allow). Outputs are the caller's tensors of the shape the
+ * operation produces; results are written into their memory. */
+LOCKSTEP_C_API lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options);
+/* root's input to every rank's output; output may equal input (the root's is then only read). */
+LOCKSTEP_C_API lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                    lockstep_tensor_t output, int32_t root,
+                                                    const lockstep_call_options_t* options);
+/* The reduction at root's output (other ranks' output is not written and may be NULL). */
+LOCKSTEP_C_API lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                 lockstep_tensor_t output, lockstep_reduce_op_t op, int32_t root,
+                                                 const lockstep_call_options_t* options);
+LOCKSTEP_C_API lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                    lockstep_tensor_t output, lockstep_reduce_op_t op,
+                                                    const lockstep_call_options_t* options);
+/* Inputs [d0, ...] concatenated in rank order into [size * d0, ...] (a 0-d input gives [size]). gather: at root only
+ * (other ranks' output may be NULL). */
+LOCKSTEP_C_API lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                 lockstep_tensor_t output, int32_t root,
+                                                 const lockstep_call_options_t* options);
+LOCKSTEP_C_API lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                    lockstep_tensor_t output, const lockstep_call_options_t* options);
+/* root's [size * k, ...] input split along dimension 0: rank i's output gets rows [i k, (i + 1) k). Non-roots' input
+ * may be NULL. */
+LOCKSTEP_C_API lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                  lockstep_tensor_t output, int32_t root,
+                                                  const lockstep_call_options_t* options);
+/* Reduction of [size * k, ...] inputs; rank i's output [k, ...] gets rows [i k, (i + 1) k). */
+LOCKSTEP_C_API lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                         lockstep_tensor_t output, lockstep_reduce_op_t op,
+                                                         const lockstep_call_options_t* options);
+/* Block i of dimension 0 ([size * k, ...]) goes to rank i; output (same shape) holds the blocks received in rank
+ * order. */
+LOCKSTEP_C_API lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                   lockstep_tensor_t output, const lockstep_call_options_t* options);
+/* Concatenation along dimension 0 of inputs whose first dimension differs between ranks: a new tensor. */
+LOCKSTEP_C_API lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                        lockstep_tensor_t* result,
+                                                        const lockstep_call_options_t* options);
+/* Point to point (watched by the watchdog, never signature-checked). recv's source may be LOCKSTEP_ANY_SOURCE;
+ * *actual_source (may be NULL) receives the sender's rank. */
+#define LOCKSTEP_ANY_SOURCE (-1)
+LOCKSTEP_C_API lockstep_status_t lockstep_send(lockstep_comm_t comm, lockstep_tensor_t tensor, int32_t dest,
+                                               int32_t tag, const lockstep_call_options_t* options);
+LOCKSTEP_C_API lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source,
+                                               int32_t tag, int32_t* actual_source,
+                                               const lockstep_call_options_t* options);
+
+/* ------------------------------------------------------------------------------------------------ agreements */
+/* Sets this process's trigger (no communication). */
+LOCKSTEP_C_API lockstep_status_t lockstep_set_trigger(lockstep_comm_t comm);
+/* Collective: *triggered is 1 on every rank if any rank set its trigger since the last check; clears it everywhere. */
+LOCKSTEP_C_API lockstep_status_t lockstep_check_trigger(lockstep_comm_t comm, int32_t* triggered,
+                                                        const lockstep_call_options_t* options);
+
+/* The batch-size search. fn returns LOCKSTEP_OK when the size worked, LOCKSTEP_ERROR_OUT_OF_MEMORY when it ran out of
+ * memory (then every rank retries smaller), anything else to stop the search on every rank. */
+typedef lockstep_status_t (*lockstep_batch_fn)(int64_t batch_size, void* user_data);
+typedef struct lockstep_batch_size_options {
+    size_t struct_size;
+    uint64_t flags;  /* LOCKSTEP_BATCH_REFINE_UPWARD */
+    double factor;   /* next size after an out-of-memory: floor(size * factor), in (0, 1) */
+    int64_t minimum; /* sizes below it are not tried */
+} lockstep_batch_size_options_t;
+#define LOCKSTEP_BATCH_REFINE_UPWARD (UINT64_C(1) << 0)
+#define LOCKSTEP_BATCH_SIZE_OPTIONS_INIT \
+    { sizeof(lockstep_batch_size_options_t), 0, 0.5, 1 }
+/* Calls fn(size) on every rank until it succeeds on every rank; *batch_size gets the size that worked. When fn fails
+ * with another code on this rank, the search returns LOCKSTEP_ERROR_CALLBACK here and LOCKSTEP_ERROR_DISTRIBUTED on the
+ * others. */
+LOCKSTEP_C_API lockstep_status_t lockstep_find_executable_batch_size(lockstep_comm_t comm, int64_t starting_batch_size,
+                                                                     lockstep_batch_fn fn, void* user_data,
+                                                                     const lockstep_batch_size_options_t* options,
+                                                                     int64_t* batch_size);
+/* Releases every allocator's cached blocks. */
+LOCKSTEP_C_API lockstep_status_t lockstep_free_memory(void);
+/* Seeds lockstep's generators and rand(); with device_specific != 0 each process adds its rank. */
+LOCKSTEP_C_API lockstep_status_t lockstep_set_seed(uint64_t seed, int32_t device_specific);
+
+/* ------------------------------------------------------------------------------------------------ logging */
+typedef int32_t lockstep_log_level_t;
+enum {
+    LOCKSTEP_LOG_DEBUG = 0,
+    LOCKSTEP_LOG_INFO = 1,
+    LOCKSTEP_LOG_WARNING = 2,
+    LOCKSTEP_LOG_ERROR = 3,
+    LOCKSTEP_LOG_CRITICAL = 4
+};
+typedef int32_t lockstep_log_scope_t;
+enum {
+    LOCKSTEP_LOG_MAIN_PROCESS = 0, /* rank 0 only (the default of lockstep's logging) */
+    LOCKSTEP_LOG_EVERY_RANK = 1,   /* every rank, as it comes */
+    LOCKSTEP_LOG_IN_RANK_ORDER = 2 /* collective over the world: every rank's record, printed in rank order */
+};
+/* A record through lockstep's rank-aware logging, under logger `logger` (NULL: "lockstep.c"). */
+LOCKSTEP_C_API lockstep_status_t lockstep_log(const char* logger, lockstep_log_level_t level,
+                                              lockstep_log_scope_t scope, const char* message);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOCKSTEP_H */

@@ -1,0 +1,275 @@
+"""lockstep: an MPI-native distributed runtime, from Python.
+
+The package is a thin layer over the extension module `lockstep._lockstep`, which binds lockstep's stable C interface
+(lockstep.h, liblockstep_c.so.1). Collectives work in place on the caller's memory: numpy arrays and other buffer-protocol
+objects are wrapped without a copy, DLPack producers (torch, cupy, jax, numpy) are imported without one.
+
+    import numpy as np, lockstep
+    comm = lockstep.Communicator.world()
+    x = np.ones(4, dtype=np.float32)
+    comm.allreduce(x)          # x now holds the sum over every rank
+
+Every status code of the C interface is one exception class below, a subclass of lockstep.Error (a RuntimeError) with
+`.status` and `.name`; its message is the library's full text (lockstep_last_error()).
+
+MPI: lockstep initialises MPI on first use unless something (mpi4py, the program) already did, in which case it adopts
+that MPI and leaves finalising it to its owner. When lockstep owns MPI, it finalises it at interpreter exit; mpi4py
+imported later sees MPI initialised and leaves it alone. `Communicator.from_mpi4py(comm)` runs lockstep on any mpi4py
+communicator.
+"""
+import atexit as _atexit
+import builtins as _builtins
+import functools as _functools
+import gc as _gc
+import os as _os
+import sys as _sys
+
+from . import _lockstep
+from ._lockstep import Communicator, Tensor
+
+__all__ = [
+    "__version__", "version", "build_info", "init", "finalize", "is_initialized", "owns_mpi", "rank", "size",
+    "local_rank", "local_size", "Tensor", "empty", "from_dlpack", "as_tensor", "Communicator", "set_trigger",
+    "check_trigger", "find_executable_batch_size", "free_memory", "set_seed", "log", "get_logger", "Logger", "Error",
+    "SignatureMismatchError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError", "MpiError", "CudaError",
+    "TimeoutError", "ReadOnlyError", "UnsupportedError", "VersionError", "InvalidArgumentError", "InvalidUsageError",
+    "InternalError", "CallRejectedError", "DistributedError", "ConfigError", "LockstepRuntimeError", "RuntimeError_",
+    "CallbackError",
+]
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+class Error(RuntimeError):
+    """Every error lockstep raises. `.status` is the C interface's code (lockstep.h), `.name` its name."""
+
+    status = None
+    name = None
+
+
+def _error_class(class_name, status, *extra_bases, doc):
+    cls = type(class_name, (Error,) + extra_bases, {
+        "__doc__": doc,
+        "__module__": __name__,
+        "status": status,
+        "name": _lockstep.STATUS_NAMES[status],
+    })
+    return cls
+
+
+SignatureMismatchError = _error_class("SignatureMismatchError", 1,
+                                      doc="A collective whose calls differ between ranks (debug mode).")
+ShapeError = _error_class("ShapeError", 2, doc="A wrong shape for the operation.")
+DTypeError = _error_class("DTypeError", 3, doc="A wrong or unsupported element type.")
+DeviceError = _error_class("DeviceError", 4, doc="A device that cannot be used.")
+OutOfMemoryError = _error_class("OutOfMemoryError", 5, MemoryError,
+                                doc="An allocator ran out of memory (host or CUDA). Also a MemoryError.")
+MpiError = _error_class("MpiError", 6, doc="An MPI call returned an error code.")
+CudaError = _error_class("CudaError", 7, doc="A CUDA or cuBLAS call returned an error code.")
+TimeoutError = _error_class("TimeoutError", 8, _builtins.TimeoutError,
+                            doc="A collective outlived its time limit (the watchdog's verdict). Also builtins.TimeoutError.")
+ReadOnlyError = _error_class("ReadOnlyError", 9, doc="A write into a read-only tensor.")
+UnsupportedError = _error_class("UnsupportedError", 10,
+                                doc="An operation, dtype, device or layout this build does not support.")
+VersionError = _error_class("VersionError", 11, doc="The header and the library do not fit.")
+InvalidArgumentError = _error_class("InvalidArgumentError", 12, ValueError,
+                                    doc="An argument outside its domain. Also a ValueError.")
+InvalidUsageError = _error_class("InvalidUsageError", 13,
+                                 doc="A call at the wrong time: before init, after finalize, on a freed communicator.")
+InternalError = _error_class("InternalError", 14, doc="A failure lockstep did not expect: please report it.")
+CallRejectedError = _error_class("CallRejectedError", 15,
+                                 doc="A collective some rank could not start (in debug mode: raised on every rank).")
+DistributedError = _error_class("DistributedError", 16, doc="Another disagreement between ranks.")
+ConfigError = _error_class("ConfigError", 17, doc="A setting that cannot be used.")
+LockstepRuntimeError = _error_class("LockstepRuntimeError", 18,
+                                    doc="An error of the library without a more specific code.")
+RuntimeError_ = LockstepRuntimeError
+CallbackError = _error_class("CallbackError", 19,
+                             doc="A callback of the caller (batch-size search) reported a failure.")
+
+_ERROR_CLASSES = {cls.status: cls for cls in (
+    SignatureMismatchError, ShapeError, DTypeError, DeviceError, OutOfMemoryError, MpiError, CudaError, TimeoutError,
+    ReadOnlyError, UnsupportedError, VersionError, InvalidArgumentError, InvalidUsageError, InternalError,
+    CallRejectedError, DistributedError, ConfigError, LockstepRuntimeError, CallbackError)}
+_lockstep._register_errors(Error, _ERROR_CLASSES)
+# Frames of this package are wrappers: a collective's call site is the first frame outside it.
+# Code objects carry their file's path as imported (relative when sys.path's entry was), so both forms are given.
+_lockstep._set_package_dirs(sorted({_os.path.dirname(__file__), _os.path.dirname(_os.path.abspath(__file__)),
+                                    _os.path.dirname(_os.path.realpath(__file__))} - {""}))
+
+# ------------------------------------------------------------------------------------------------ runtime
+
+__version__ = "{}.{}.{}".format(*_lockstep.version())
+
+
+def version():
+    """The C library's version, (major, minor, patch)."""
+    return _lockstep.version()
+
+
+build_info = _lockstep.build_info
+init = _lockstep.init
+finalize = _lockstep.finalize
+is_initialized = _lockstep.is_initialized
+owns_mpi = _lockstep.owns_mpi
+rank = _lockstep.rank
+size = _lockstep.size
+local_rank = _lockstep.local_rank
+local_size = _lockstep.local_size
+
+empty = _lockstep.empty
+from_dlpack = _lockstep.from_dlpack
+as_tensor = _lockstep.as_tensor
+free_memory = _lockstep.free_memory
+set_seed = _lockstep.set_seed
+
+
+def _at_exit():
+    """Finalises lockstep when the interpreter ends. This runs before mpi4py's own exit handler (a Py_AtExit
+    function, which comes after every atexit one): lockstep frees its communicators while MPI still runs, and calls
+    MPI_Finalize only if it initialised MPI; mpi4py then finalises only if it initialised MPI and it is not finalised.
+    When someone else finalised MPI already (mpi4py's MPI.Finalize()), lockstep stays away from it."""
+    if not _lockstep.is_initialized():
+        return
+    try:
+        if not _lockstep.owns_mpi():
+            mpi = _sys.modules.get("mpi4py.MPI")
+            if mpi is not None and mpi.Is_finalized():
+                return
+        _lockstep.finalize()
+    except Error as error:  # pragma: no cover - nothing left to report it to but stderr
+        print(f"lockstep: finalize at exit failed: {error}", file=_sys.stderr)
+
+
+_atexit.register(_at_exit)
+
+# ------------------------------------------------------------------------------------------------ agreements
+
+
+def _comm(comm):
+    return Communicator.world() if comm is None else comm
+
+
+def set_trigger(comm=None):
+    """Sets this process's trigger on `comm` (the world by default); no communication."""
+    _lockstep.set_trigger(_comm(comm))
+
+
+def check_trigger(comm=None):
+    """Collective: True on every rank if any rank set its trigger since the last check (which clears it)."""
+    return _lockstep.check_trigger(_comm(comm))
+
+
+def _is_out_of_memory(exception):
+    """What the batch-size search counts as running out of memory: MemoryError (lockstep.OutOfMemoryError is one),
+    torch's OutOfMemoryError, and the RuntimeErrors torch and its allocators raise for it."""
+    if isinstance(exception, MemoryError):
+        return True
+    torch = _sys.modules.get("torch")
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch is not None else None
+    if oom is not None and isinstance(exception, oom):
+        return True
+    if isinstance(exception, RuntimeError) and len(exception.args) == 1 and isinstance(exception.args[0], str):
+        text = exception.args[0]
+        return any(needle in text for needle in (
+            "out of memory", "CUDA out of memory", "can't allocate memory",
+            "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"))
+    return False
+
+
+def _release_cached_memory():
+    _gc.collect()
+    torch = _sys.modules.get("torch")
+    if torch is not None and getattr(torch, "cuda", None) is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:  # pragma: no cover - best effort only
+            pass
+
+
+def find_executable_batch_size(function=None, *, starting_batch_size=128, comm=None, factor=0.5, minimum=1,
+                               refine_upward=False):
+    """A decorator like accelerate's: calls `function(batch_size, *args, **kwargs)` with smaller and smaller sizes
+    until it runs without running out of memory on every rank (all ranks agree on each size), and returns what that
+    call returned.
+
+    Out of memory: MemoryError, lockstep.OutOfMemoryError, torch.cuda.OutOfMemoryError, or a RuntimeError saying
+    "out of memory". Any other exception stops the search on every rank: it is re-raised on the rank where it happened,
+    and the other ranks raise DistributedError.
+
+        @lockstep.find_executable_batch_size(starting_batch_size=256)
+        def train(batch_size, model):
+            ...
+        train(model)
+    """
+    if function is None:
+        return _functools.partial(find_executable_batch_size, starting_batch_size=starting_batch_size, comm=comm,
+                                  factor=factor, minimum=minimum, refine_upward=refine_upward)
+
+    @_functools.wraps(function)
+    def search(*args, **kwargs):
+        results = {}
+
+        def attempt(batch_size):
+            try:
+                results[batch_size] = function(batch_size, *args, **kwargs)
+            except BaseException as error:
+                if _is_out_of_memory(error):
+                    # Drop the traceback (and the frames holding the failed attempt's memory) before the next size.
+                    error.__traceback__ = None
+                    del error
+                    _release_cached_memory()
+                    raise MemoryError("out of memory") from None
+                raise
+
+        size = _lockstep.find_executable_batch_size(_comm(comm), attempt, int(starting_batch_size), float(factor),
+                                                    int(minimum), bool(refine_upward), _is_out_of_memory)
+        search.batch_size = size
+        return results.get(size)
+
+    search.batch_size = None
+    return search
+
+
+# ------------------------------------------------------------------------------------------------ logging
+
+_SCOPES = {"main": "main", "all": "all", "ordered": "ordered", "every": "all", "rank_order": "ordered"}
+
+
+def log(message, level="info", scope="main", logger=None):
+    """A record through lockstep's rank-aware logging. scope "main": rank 0 only; "all": every rank as it comes;
+    "ordered": collective over the world, every rank's record printed in rank order."""
+    _lockstep.log(str(message), level, _SCOPES.get(scope, scope), logger)
+
+
+class Logger:
+    """A named logger over lockstep.log (lockstep.get_logger(name))."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def log(self, level, message, scope="main"):
+        log(message, level=level, scope=scope, logger=self.name)
+
+    def debug(self, message, scope="main"):
+        log(message, "debug", scope, self.name)
+
+    def info(self, message, scope="main"):
+        log(message, "info", scope, self.name)
+
+    def warning(self, message, scope="main"):
+        log(message, "warning", scope, self.name)
+
+    def error(self, message, scope="main"):
+        log(message, "error", scope, self.name)
+
+    def critical(self, message, scope="main"):
+        log(message, "critical", scope, self.name)
+
+    def __repr__(self):
+        return f"lockstep.Logger({self.name!r})"
+
+
+def get_logger(name):
+    return Logger(name)
