@@ -281,7 +281,7 @@ protected:
     void* system_allocate(std::size_t bytes) override {
         if (detail::arena_active() && bytes >= detail::arena_threshold()) {
             if (void* block = detail::arena_allocate(bytes)) return block;
-            detail::arena_note_fallback();
+            detail::arena_note_fallback(bytes);
         }
         if (bytes < huge_block) {
             // 64-byte alignment: a cache line, and enough for AVX-512 loads. Sizes are multiples of 512 already.

@@ -317,7 +317,8 @@ bool arena_owns(const void* p) noexcept {
     return b >= a.own && b < a.own + a.segment;
 }
 
-void arena_note_fallback() noexcept {
+void arena_note_fallback(std::size_t bytes) noexcept {
+    if (bytes > state().segment) return;
     state().fallbacks.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -31,8 +31,9 @@ void setup_arena(MPI_Comm local_comm, const Config& config);
 void arena_free(void* p, std::size_t bytes) noexcept;
 // Whether p lies in this process's segment (the only one its blocks come from).
 [[nodiscard]] bool arena_owns(const void* p) noexcept;
-// Counts a block that went to private memory because the segment was full (arena_full_warning says so once).
-void arena_note_fallback() noexcept;
+// Counts a block of `bytes` that went to private memory because the segment was full (arena_full_warning says so
+// once). A block larger than the whole segment is not counted: it could never fit, and the segment is not full.
+void arena_note_fallback(std::size_t bytes) noexcept;
 
 // The warnings to log once: the segment became full (every process, the first time it fell back), and the arena could
 // not be set up (the node's first process only, so that a node says it once).
