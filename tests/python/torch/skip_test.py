@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""A rank that skips a torch.distributed collective on the backend "lockstep": lockstep's watchdog turns the hang into
+a report on stderr and ends the job with a non-zero status.
+
+Usage: skip_test.py MPIRUN NP DEBUG(0|1)
+Runs skip_job.py under mpirun with LOCKSTEP_TIMEOUT=3 and passes when the job ends non-zero within LIMIT_SECONDS and
+its stderr says what hung: the all_reduce at skip_job.py's line, the last rank as never arrived, what it did last.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+LIMIT_SECONDS = 40
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "skip_job.py")
+
+
+def skipped_line() -> int:
+    with open(JOB) as job:
+        return next(number for number, text in enumerate(job, 1) if "# the call the last rank skips" in text)
+
+
+def main() -> int:
+    mpirun, np, debug = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug, OMP_NUM_THREADS="1",
+               PYTHONUNBUFFERED="1")
+    command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB]
+    print("$ " + " ".join(command), flush=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=LIMIT_SECONDS + 20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        print(out)
+        print(err)
+        print(f"FAIL: the job was still running after {LIMIT_SECONDS + 20} s: the hang was not turned into an error")
+        return 1
+    elapsed = time.monotonic() - start
+    print(out)
+    print("---- stderr ----")
+    print(err)
+    last = np - 1
+    site = f"skip_job.py:{skipped_line()}"
+    checks = [
+        (proc.returncode != 0, f"the job exits non-zero (got {proc.returncode})"),
+        (elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)"),
+        (f"rank {last} left the loop after 2 steps" in out, f"rank {last} left the loop early"),
+        ("collective timed out after" in err, "a timeout report is printed on stderr"),
+        ("`lockstep::allreduce`" in err and f"called at {site}" in err,
+         f"the report names the stuck allreduce and its call site {site}"),
+        (f"Never arrived: Process {last}\n" in err, f"the report names rank {last} as never arrived"),
+        (f"Process {last} (host" in err and "last completed `lockstep::allreduce`" in err,
+         f"the report says what rank {last} completed last"),
+        ("collective timed out after" not in out, "the report is not on stdout"),
+    ]
+    for ok, what in checks:
+        print(("ok:   " if ok else "FAIL: ") + what)
+    return 0 if all(ok for ok, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
