@@ -67,8 +67,10 @@ Communicator& Communicator::world() {
         detail::at_runtime_finalize([] {
             detail::Watchdog::instance().set_phase("in lockstep::Runtime::finalize / MPI_Finalize");
             std::scoped_lock inner(mutex);
+            int mpi_finalized = 0;
+            MPI_Finalized(&mpi_finalized);  // by another library (mpi4py) first: no more MPI calls, only the frees
             try {
-                compare_call_counts(*closing, world->impl_->sequence);
+                if (mpi_finalized == 0) compare_call_counts(*closing, world->impl_->sequence);
             } catch (const Error& e) {
                 get_logger("lockstep.debug").error(every_rank, "the comparison of call counts failed: {}", e.what());
             }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -80,8 +81,8 @@ void require_out(T* out, const char* what) {
 
 // A new handle over a communicator (owned) or the world's (not owned), known to lockstep_finalize until freed.
 lockstep_comm_s* new_comm_handle(std::unique_ptr<Communicator> owned, bool world);
-// Takes a handle out of that list (lockstep_comm_free).
-void forget_comm_handle(lockstep_comm_s* handle) noexcept;
+// Takes a handle out of that list (lockstep_comm_free); false when it is not there (freed already).
+bool forget_comm_handle(lockstep_comm_s* handle) noexcept;
 
 // The communicator behind a handle; INVALID_USAGE once lockstep_finalize freed it.
 Communicator& communicator(lockstep_comm_s* handle);
@@ -91,6 +92,11 @@ lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t);
 // Reads a caller's options struct of any earlier or equal version: fields the caller's struct has override
 // `defaults`, the others keep them. A struct_size smaller than the first two fields is INVALID_ARGUMENT; a larger
 // one (a newer header) is accepted only when the fields this library does not know are zero, else VERSION.
+// The option structs have no padding (explicit reserved fields instead): a later version's field always has bytes of
+// its own, and a caller's struct holds no bytes this library reads without meaning to.
+static_assert(sizeof(lockstep_init_options_t) == 40 && sizeof(lockstep_comm_options_t) == 32 &&
+              sizeof(lockstep_call_options_t) == 56 && sizeof(lockstep_batch_size_options_t) == 32);
+
 template <typename Options>
 Options read_options(const Options* given, const Options& defaults, const char* type_name) {
     static_assert(std::is_trivially_copyable_v<Options>);
@@ -124,6 +130,12 @@ void check_flags(std::uint64_t flags, std::uint64_t known, const char* where);
 // The call site of a collective from its options: the caller's place when given (strings kept for the process's
 // life, since the watchdog may read them at any time), else the name of the C entry point.
 CallSite call_site(const lockstep_call_options_t* options, const char* entry, lockstep_call_options_t* parsed);
+
+// Parses a collective's options and waits for the caller's stream. A failure joins the call as a rejection
+// (Communicator::reject_call): in debug mode the other ranks are already in the collective's signature exchange.
+CallSite begin_call(Communicator& c, const lockstep_call_options_t* options, const char* entry, OpKind op,
+                    const Tensor* input, int root, std::optional<ReduceOp> reduce_op);
+void wait_for_stream(void* stream);
 
 // The strings of a call site, kept once for the life of the process.
 const char* intern(std::string_view text);

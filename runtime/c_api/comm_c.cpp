@@ -67,20 +67,6 @@ std::optional<ReduceOp> reduce_op_of(lockstep_reduce_op_t op) {
     }
 }
 
-// Waits for the caller's stream before a collective reads or writes device memory ordered on it.
-void wait_for_stream(void* stream) {
-    if (stream == nullptr) return;
-#if LOCKSTEP_C_HAVE_CUDA
-    const cudaError_t rc = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-    if (rc != cudaSuccess) {
-        throw CudaError("cudaStreamSynchronize", static_cast<int>(rc), cudaGetErrorString(rc),
-                        std::source_location::current());
-    }
-#else
-    throw DeviceError("a CUDA stream was passed to a collective, but this liblockstep_c was built without CUDA");
-#endif
-}
-
 // The collective's own C-side checks, then the call. A failed check joins the call as a rejection (see the top).
 struct Call {
     Communicator& comm;
@@ -143,6 +129,39 @@ ReduceOp require_op(std::optional<ReduceOp> op, lockstep_reduce_op_t code, const
 }
 
 }  // namespace
+
+namespace lockstep::c_api {
+
+// Waits for the caller's stream before a collective reads or writes device memory ordered on it.
+void wait_for_stream(void* stream) {
+    if (stream == nullptr) return;
+#if LOCKSTEP_C_HAVE_CUDA
+    const cudaError_t rc = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    if (rc != cudaSuccess) {
+        throw CudaError("cudaStreamSynchronize", static_cast<int>(rc), cudaGetErrorString(rc),
+                        std::source_location::current());
+    }
+#else
+    throw DeviceError("a CUDA stream was passed to a collective, but this liblockstep_c was built without CUDA");
+#endif
+}
+
+CallSite begin_call(Communicator& c, const lockstep_call_options_t* options, const char* entry, OpKind op,
+                    const Tensor* input, int root, std::optional<ReduceOp> reduce_op) {
+    try {
+        lockstep_call_options_t parsed;
+        CallSite site = call_site(options, entry, &parsed);
+        wait_for_stream(parsed.cuda_stream);
+        return site;
+    } catch (...) {
+        CallSite site;
+        site.file_name = "<C caller>";
+        site.function_name = entry;
+        c.reject_call(op, input, root, reduce_op, std::current_exception(), site);
+    }
+}
+
+}  // namespace lockstep::c_api
 
 extern "C" {
 
@@ -217,7 +236,9 @@ lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t
 lockstep_status_t lockstep_comm_free(lockstep_comm_t comm) {
     return guarded(nullptr, [&] {
         if (comm == nullptr) return;
-        forget_comm_handle(comm);
+        if (!forget_comm_handle(comm)) {
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, "lockstep_comm_free: this handle was freed already");
+        }
         std::unique_ptr<lockstep_comm_s> handle(comm);
         handle->owned.reset();
     });
@@ -282,8 +303,15 @@ lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char
 
 const char* lockstep_comm_last_error(lockstep_comm_t comm) {
     if (comm == nullptr) return "";
-    std::scoped_lock lock(comm->error_mutex);
-    return comm->last_error.c_str();
+    // A copy for this thread: another thread may replace the communicator's text at any time.
+    static thread_local std::string copy;
+    try {
+        std::scoped_lock lock(comm->error_mutex);
+        copy = comm->last_error;
+    } catch (...) {
+        return "";
+    }
+    return copy.c_str();
 }
 
 lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const char* reason) {
@@ -300,20 +328,17 @@ lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const 
 
 lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_barrier", &o);
-        wait_for_stream(o.cuda_stream);
-        communicator(comm).barrier(site);
+        Communicator& c = communicator(comm);
+        c.barrier(begin_call(c, options, "lockstep_barrier", OpKind::Barrier, nullptr, -1, std::nullopt));
     });
 }
 
 lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_broadcast", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site = begin_call(c, options, "lockstep_broadcast", OpKind::Broadcast,
+                                         tensor_or_null(output != nullptr ? output : input), root, std::nullopt);
         const Tensor* in = tensor_or_null(input);
         const Tensor* out = tensor_or_null(output);
         Call call{c, OpKind::Broadcast, out != nullptr ? out : in, root, std::nullopt, site};
@@ -341,10 +366,9 @@ lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t inp
 lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                   lockstep_reduce_op_t op, int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_reduce", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site =
+            begin_call(c, options, "lockstep_reduce", OpKind::Reduce, tensor_or_null(input), root, reduce_op_of(op));
         const Tensor* in = tensor_or_null(input);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
         const bool is_root = c.rank() == root;
@@ -368,10 +392,9 @@ lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
 lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_allreduce", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site = begin_call(c, options, "lockstep_allreduce", OpKind::Allreduce, tensor_or_null(input), -1,
+                                         reduce_op_of(op));
         const std::optional<ReduceOp> rop = reduce_op_of(op);
         if (input != nullptr && output == input && rop) {  // the common case: no check of this layer's own
             c.allreduce_(input->tensor, *rop, site);
@@ -396,10 +419,9 @@ lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t inp
 lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output, int32_t root,
                                   const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_gather", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site =
+            begin_call(c, options, "lockstep_gather", OpKind::Gather, tensor_or_null(input), root, std::nullopt);
         const Tensor* in = tensor_or_null(input);
         const bool is_root = c.rank() == root;
         Call call{c, OpKind::Gather, in, root, std::nullopt, site};
@@ -421,10 +443,9 @@ lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
 lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_allgather", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site =
+            begin_call(c, options, "lockstep_allgather", OpKind::Allgather, tensor_or_null(input), -1, std::nullopt);
         const Tensor* in = tensor_or_null(input);
         Call call{c, OpKind::Allgather, in, -1, std::nullopt, site};
         call(
@@ -442,10 +463,9 @@ lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t inp
 lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                    int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_scatter", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site =
+            begin_call(c, options, "lockstep_scatter", OpKind::Scatter, tensor_or_null(input), root, std::nullopt);
         const bool is_root = c.rank() == root;
         const Tensor* out = tensor_or_null(output);
         // Non-roots may pass no input: a placeholder of the root's shape stands in (MPI does not read it).
@@ -478,10 +498,9 @@ lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input
 lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                           lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_reduce_scatter", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site = begin_call(c, options, "lockstep_reduce_scatter", OpKind::ReduceScatter,
+                                         tensor_or_null(input), -1, reduce_op_of(op));
         const Tensor* in = tensor_or_null(input);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
         const bool half = in != nullptr && (in->dtype() == DType::Float16 || in->dtype() == DType::BFloat16);
@@ -511,10 +530,9 @@ lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_
 lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                     const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_alltoall", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site =
+            begin_call(c, options, "lockstep_alltoall", OpKind::Alltoall, tensor_or_null(input), -1, std::nullopt);
         const Tensor* in = tensor_or_null(input);
         Call call{c, OpKind::Alltoall, in, -1, std::nullopt, site};
         call(
@@ -533,17 +551,40 @@ lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t inpu
 lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t* result,
                                          const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        require_out(result, "result");
-        lockstep_call_options_t o;
-        const CallSite site = call_site(options, "lockstep_gather_uneven", &o);
         Communicator& c = communicator(comm);
-        wait_for_stream(o.cuda_stream);
+        const CallSite site = begin_call(c, options, "lockstep_gather_uneven", OpKind::GatherUneven,
+                                         tensor_or_null(input), -1, std::nullopt);
         const Tensor* in = tensor_or_null(input);
         Call call{c, OpKind::GatherUneven, in, -1, std::nullopt, site};
         Tensor gathered;
-        call([&] { check_tensor(in, "lockstep_gather_uneven", "input"); },
-             [&] { gathered = c.gather_uneven(*in, site); });
+        call(
+            [&] {
+                check_tensor(in, "lockstep_gather_uneven", "input");
+                if (result == nullptr) throw InvalidArgumentError("lockstep_gather_uneven: result is NULL");
+            },
+            [&] { gathered = c.gather_uneven(*in, site); });
         *result = new_tensor_handle(std::move(gathered));
+    });
+}
+
+lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective_t collective, int32_t root,
+                                       lockstep_reduce_op_t reduce_op, const char* message,
+                                       const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        static constexpr OpKind kinds[] = {
+            OpKind::Barrier,   OpKind::Broadcast, OpKind::Reduce,        OpKind::Allreduce, OpKind::Gather,
+            OpKind::Allgather, OpKind::Scatter,   OpKind::ReduceScatter, OpKind::Alltoall,  OpKind::GatherUneven};
+        if (collective < 0 || collective > LOCKSTEP_COLLECTIVE_GATHER_UNEVEN) {
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 fmt::format("lockstep_reject_call: unknown collective {}", collective));
+        }
+        const OpKind op = kinds[collective];
+        const bool reduces = op == OpKind::Reduce || op == OpKind::Allreduce || op == OpKind::ReduceScatter;
+        Communicator& c = communicator(comm);
+        const CallSite site = begin_call(c, options, "lockstep_reject_call", op, nullptr, root, std::nullopt);
+        const std::string text = message != nullptr ? message : "the caller's arguments could not be converted";
+        c.reject_call(op, nullptr, root, reduces ? reduce_op_of(reduce_op) : std::nullopt,
+                      std::make_exception_ptr(InvalidArgumentError(text)), site);
     });
 }
 

@@ -185,16 +185,18 @@ typedef struct lockstep_tensor_s* lockstep_tensor_t;
 
 /* ------------------------------------------------------------------------------------------------ runtime */
 typedef struct lockstep_init_options {
-    size_t struct_size;      /* sizeof(lockstep_init_options_t) as the caller compiled it */
-    uint64_t flags;          /* none defined yet: 0 */
-    int32_t debug;           /* debug mode of new communicators: -1 from the configuration, 0 off, 1 on */
-    double timeout;          /* seconds before the watchdog reports a collective; < 0 from the configuration, 0 off */
+    size_t struct_size; /* sizeof(lockstep_init_options_t) as the caller compiled it */
+    uint64_t flags;     /* none defined yet: 0 */
+    int32_t debug;      /* debug mode of new communicators: -1 from the configuration, 0 off, 1 on */
+    int32_t reserved;   /* 0 (not read): the structs have no padding, so every later field has a place of its own */
+    double timeout;     /* seconds before the watchdog reports a collective; < 0 from the configuration, 0 off */
     const char* config_file; /* NULL: the usual lookup; "": read no file */
 } lockstep_init_options_t;
 #define LOCKSTEP_INIT_OPTIONS_INIT \
-    { sizeof(lockstep_init_options_t), 0, -1, -1.0, NULL }
+    { sizeof(lockstep_init_options_t), 0, -1, 0, -1.0, NULL }
 
-/* Use lockstep_init. Initialises MPI unless the program (or mpi4py, or another library) already did, in which case
+/* Use lockstep_init. Collective over every process (it also makes the world communicator and runs lockstep's
+ * start-up checks). Initialises MPI unless the program (or mpi4py, or another library) already did, in which case
  * lockstep adopts it and will never finalise it. Idempotent: later calls return the same runtime. */
 LOCKSTEP_C_API lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep_init_options_t* options,
                                                          lockstep_runtime_t* runtime);
@@ -217,14 +219,14 @@ typedef struct lockstep_comm_options {
     size_t struct_size;
     uint64_t flags;        /* none defined yet: 0 */
     int32_t debug;         /* -1 from the configuration, 0 off, 1 on */
-    double timeout;        /* seconds; < 0 from the configuration, 0 no watchdog */
     int32_t shared_memory; /* -1 default, 0 off, 1 on (when the node's arena is active) */
+    double timeout;        /* seconds; < 0 from the configuration, 0 no watchdog */
 } lockstep_comm_options_t;
 #define LOCKSTEP_COMM_OPTIONS_INIT \
-    { sizeof(lockstep_comm_options_t), 0, -1, -1.0, -1 }
+    { sizeof(lockstep_comm_options_t), 0, -1, -1, -1.0 }
 
-/* The communicator over the runtime's processes. Free the handle with lockstep_comm_free; the world communicator
- * itself lives until lockstep_finalize. */
+/* The communicator over the runtime's processes (made by lockstep_init: no communication here). Free the handle with
+ * lockstep_comm_free; the world communicator itself lives until lockstep_finalize. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_world(lockstep_comm_t* comm);
 /* From a Fortran handle (MPI_Comm_c2f; what mpi4py's Comm.py2f() gives), duplicated: the caller's communicator is
  * never used for lockstep's traffic or freed by lockstep. Collective over that communicator. */
@@ -240,8 +242,9 @@ LOCKSTEP_C_API lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockste
  * the other ranks do not take part. Every member passes the same list and tag. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t* ranks, size_t count,
                                                             int32_t tag, lockstep_comm_t* out);
-/* Frees the handle (and the communicator, unless it is the world's). Every member, in the same order. NULL is a
- * no-op. */
+/* Frees the handle (and the communicator, unless it is the world's). Every member, in the same order, and never
+ * while another thread is in a call on it. NULL is a no-op; a handle freed already is LOCKSTEP_ERROR_INVALID_ARGUMENT.
+ */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_free(lockstep_comm_t comm);
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_rank(lockstep_comm_t comm, int32_t* rank);
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_size(lockstep_comm_t comm, int32_t* size);
@@ -254,9 +257,11 @@ LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_timeout(lockstep_comm_t comm,
 /* The loop step carried by later signatures in debug mode (0: none). */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_set_step(lockstep_comm_t comm, uint64_t step);
 /* The watchdog's verdict: LOCKSTEP_ERROR_TIMEOUT with its report in *text once a call of this process was found
- * stuck (the job then ends within seconds), LOCKSTEP_OK and "" while none was. text may be NULL. */
+ * stuck (the job then ends within seconds), LOCKSTEP_OK and "" while none was. text may be NULL. The verdict is a
+ * state, not a failure of this call: it does not change lockstep_last_error(). */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char** text);
-/* The last error raised by a call on this communicator ("" when none). */
+/* The last error raised by a call on this communicator ("" when none), as a copy valid until this thread's next
+ * call of this function. */
 LOCKSTEP_C_API const char* lockstep_comm_last_error(lockstep_comm_t comm);
 /* Ends every process of the job with exit code `code`, after logging `reason` (NULL: none). Returns only on error. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const char* reason);
@@ -287,8 +292,10 @@ typedef struct lockstep_device {
 /* A new tensor of `ndim` dimensions (0 for a scalar), uninitialised. */
 LOCKSTEP_C_API lockstep_status_t lockstep_tensor_empty(const int64_t* shape, int32_t ndim, lockstep_dtype_t dtype,
                                                        lockstep_device_t device, lockstep_tensor_t* out);
-/* A tensor over the caller's memory, not copied: contiguous, row-major. `deleter(context)` is called exactly once when
- * the last reference is gone (never under a lock of lockstep); it may be NULL. The memory must stay valid until then.
+/* A tensor over the caller's memory, not copied: contiguous, row-major, aligned to its element size.
+ * `deleter(context)` is called exactly once when the last reference is gone (never under a lock of lockstep); it may
+ * be NULL. When this function fails the deleter is not called: the memory stays the caller's. Otherwise the memory
+ * must stay valid until the deleter runs.
  * With LOCKSTEP_TENSOR_READ_ONLY, collectives refuse to write into it. */
 LOCKSTEP_C_API lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t* shape, int32_t ndim,
                                                       lockstep_dtype_t dtype, lockstep_device_t device, uint64_t flags,
@@ -352,11 +359,12 @@ typedef struct lockstep_call_options {
     void* cuda_stream;    /* a cudaStream_t, or NULL */
     const char* file;     /* NULL: not given */
     int32_t line;         /* 0: not given */
+    int32_t reserved;     /* 0 (not read) */
     const char* function; /* NULL: not given */
     const char* tag;      /* NULL: none */
 } lockstep_call_options_t;
 #define LOCKSTEP_CALL_OPTIONS_INIT \
-    { sizeof(lockstep_call_options_t), 0, NULL, NULL, 0, NULL, NULL }
+    { sizeof(lockstep_call_options_t), 0, NULL, NULL, 0, 0, NULL, NULL }
 
 /* Every collective below is called by every rank of comm. Where a function takes an input and an output, passing the
  * same handle for both works in place (where the shapes allow). Outputs are the caller's tensors of the shape the
@@ -397,6 +405,27 @@ LOCKSTEP_C_API lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockste
 LOCKSTEP_C_API lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
                                                         lockstep_tensor_t* result,
                                                         const lockstep_call_options_t* options);
+/* For bindings that convert their arguments before a collective (Python, other FFIs): when that conversion fails
+ * on this rank, call this instead of the collective, so that the other ranks, already in it, are not left waiting. In
+ * debug mode every rank's call then fails with LOCKSTEP_ERROR_CALL_REJECTED naming this rank and `message`; otherwise
+ * this returns LOCKSTEP_ERROR_INVALID_ARGUMENT with `message` at once. `root` and `reduce_op` as the call would have
+ * had them (-1 and LOCKSTEP_SUM where it has none). */
+typedef int32_t lockstep_collective_t;
+enum {
+    LOCKSTEP_COLLECTIVE_BARRIER = 0,
+    LOCKSTEP_COLLECTIVE_BROADCAST = 1,
+    LOCKSTEP_COLLECTIVE_REDUCE = 2,
+    LOCKSTEP_COLLECTIVE_ALLREDUCE = 3,
+    LOCKSTEP_COLLECTIVE_GATHER = 4,
+    LOCKSTEP_COLLECTIVE_ALLGATHER = 5,
+    LOCKSTEP_COLLECTIVE_SCATTER = 6,
+    LOCKSTEP_COLLECTIVE_REDUCE_SCATTER = 7,
+    LOCKSTEP_COLLECTIVE_ALLTOALL = 8,
+    LOCKSTEP_COLLECTIVE_GATHER_UNEVEN = 9
+};
+LOCKSTEP_C_API lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective_t collective,
+                                                      int32_t root, lockstep_reduce_op_t reduce_op, const char* message,
+                                                      const lockstep_call_options_t* options);
 /* Point to point (watched by the watchdog, never signature-checked). recv's source may be LOCKSTEP_ANY_SOURCE;
  * *actual_source (may be NULL) receives the sender's rank. */
 #define LOCKSTEP_ANY_SOURCE (-1)

@@ -13,12 +13,13 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <array>
 #include <new>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <unordered_set>
+#include <vector>
 
 namespace lockstep::c_api {
 
@@ -74,11 +75,7 @@ Classified classify_current() noexcept {
         return {LOCKSTEP_ERROR_RUNTIME, e.what()};
     } catch (const std::bad_alloc&) {
         return {LOCKSTEP_ERROR_OUT_OF_MEMORY, "out of host memory (std::bad_alloc)", true};
-    } catch (const std::invalid_argument& e) {
-        return {LOCKSTEP_ERROR_INVALID_ARGUMENT, e.what()};
-    } catch (const std::out_of_range& e) {
-        return {LOCKSTEP_ERROR_INVALID_ARGUMENT, e.what()};
-    } catch (const std::exception& e) {
+    } catch (const std::exception& e) {  // std::out_of_range from an .at() too: a bug of lockstep's, not the caller's
         return {LOCKSTEP_ERROR_INTERNAL, fmt::format("internal error ({}); please report it", e.what())};
     } catch (...) {
         return {LOCKSTEP_ERROR_INTERNAL, "internal error: an exception of unknown type; please report it"};
@@ -168,8 +165,10 @@ std::mutex& handles_mutex() {
     static std::mutex m;
     return m;
 }
-std::set<lockstep_comm_s*>& live_handles() {
-    static std::set<lockstep_comm_s*> s;
+// In creation order, which is the same on every process: lockstep_finalize frees them in it (MPI_Comm_free is
+// collective).
+std::vector<lockstep_comm_s*>& live_handles() {
+    static std::vector<lockstep_comm_s*> s;
     return s;
 }
 
@@ -179,13 +178,17 @@ lockstep_comm_s* new_comm_handle(std::unique_ptr<Communicator> owned, bool world
     handle->owned = std::move(owned);
     handle->world = world;
     std::scoped_lock lock(handles_mutex());
-    live_handles().insert(handle.get());
+    live_handles().push_back(handle.get());
     return handle.release();
 }
 
-void forget_comm_handle(lockstep_comm_s* handle) noexcept {
+bool forget_comm_handle(lockstep_comm_s* handle) noexcept {
     std::scoped_lock lock(handles_mutex());
-    live_handles().erase(handle);
+    auto& all = live_handles();
+    const auto it = std::find(all.begin(), all.end(), handle);
+    if (it == all.end()) return false;
+    all.erase(it);
+    return true;
 }
 
 Communicator& communicator(lockstep_comm_s* handle) {
@@ -195,6 +198,12 @@ Communicator& communicator(lockstep_comm_s* handle) {
              "this communicator was freed by lockstep_finalize; create communicators after lockstep_init");
     }
     return *handle->comm;
+}
+
+std::string build_info_text() {
+    return fmt::format("C interface {}.{}.{} (lockstep {}, commit {}, CUDA {})", LOCKSTEP_C_VERSION_MAJOR,
+                       LOCKSTEP_C_VERSION_MINOR, LOCKSTEP_C_VERSION_PATCH, LOCKSTEP_VERSION, LOCKSTEP_GIT_COMMIT,
+                       cuda_built() ? "yes" : "no");
 }
 
 }  // namespace lockstep::c_api
@@ -274,9 +283,13 @@ int32_t lockstep_get_version(int32_t* major, int32_t* minor, int32_t* patch) {
 }
 
 const char* lockstep_get_build_info(void) {
-    static const std::string text = fmt::format(
-        "C interface {}.{}.{} (lockstep {}, commit {}, CUDA {})", LOCKSTEP_C_VERSION_MAJOR, LOCKSTEP_C_VERSION_MINOR,
-        LOCKSTEP_C_VERSION_PATCH, LOCKSTEP_VERSION, LOCKSTEP_GIT_COMMIT, cuda_built() ? "yes" : "no");
+    static const std::string text = []() noexcept -> std::string {
+        try {
+            return build_info_text();
+        } catch (...) {
+            return "C interface (build information unavailable: out of memory)";
+        }
+    }();
     return text.c_str();
 }
 
@@ -304,6 +317,9 @@ lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep
         if (o.timeout >= 0.0) ro.config.timeout = o.timeout;
         if (o.config_file != nullptr) ro.config.config_file = std::string(o.config_file);
         Runtime::init(ro);
+        // The world communicator now, while every process is in this collective call: its first use runs the
+        // start-up checks (collective), which must not happen later on one rank only (lockstep_comm_world).
+        (void)Communicator::world();
         static lockstep_runtime_s the_runtime;
         if (runtime != nullptr) *runtime = &the_runtime;
     });
@@ -338,7 +354,11 @@ lockstep_status_t lockstep_runtime_identity(lockstep_runtime_t /*runtime*/, int3
 }
 
 int32_t lockstep_runtime_owns_mpi(lockstep_runtime_t /*runtime*/) {
-    return Runtime::initialized() && Runtime::get().owns_mpi() ? 1 : 0;
+    try {
+        return Runtime::initialized() && Runtime::get().owns_mpi() ? 1 : 0;
+    } catch (...) {  // finalised by another thread in between
+        return 0;
+    }
 }
 
 // ---------------------------------------------------------------- agreements
@@ -350,10 +370,18 @@ lockstep_status_t lockstep_set_trigger(lockstep_comm_t comm) {
 lockstep_status_t lockstep_check_trigger(lockstep_comm_t comm, int32_t* triggered,
                                          const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        require_out(triggered, "triggered");
-        lockstep_call_options_t parsed;
-        const CallSite site = call_site(options, "lockstep_check_trigger", &parsed);
-        *triggered = check_trigger(communicator(comm), site) ? 1 : 0;
+        Communicator& c = communicator(comm);
+        CallSite site;
+        try {
+            require_out(triggered, "triggered");
+            lockstep_call_options_t parsed;
+            site = call_site(options, "lockstep_check_trigger", &parsed);
+        } catch (...) {  // joins the trigger's allreduce as a rejection: the other ranks are in it already
+            site.file_name = "<C caller>";
+            site.function_name = "lockstep_check_trigger";
+            c.reject_call(OpKind::Allreduce, nullptr, -1, ReduceOp::Max, std::current_exception(), site);
+        }
+        *triggered = check_trigger(c, site) ? 1 : 0;
     });
 }
 

@@ -276,7 +276,7 @@ Tensor import_tensor(const DLTensor& dl, bool read_only, std::uint64_t flags, co
                             device.str()));
         }
         Tensor copy = copy_strided(base, shape, dl.strides, dtype);
-        if (release) release();
+        if (release) release();  // the last step: nothing after it can fail
         return copy;
     }
     return Tensor::from_blob(base, shape, dtype, device, release, read_only);
@@ -302,8 +302,11 @@ lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t* shape, int32_t
         check_flags(flags, LOCKSTEP_TENSOR_READ_ONLY, "lockstep_tensor_wrap");
         std::function<void()> release;
         if (deleter != nullptr) release = [deleter, context] { deleter(context); };
-        *out = new_tensor_handle(Tensor::from_blob(data, shape_of(shape, ndim), dtype_of_code(dtype), device_of(device),
-                                                   std::move(release), (flags & LOCKSTEP_TENSOR_READ_ONLY) != 0));
+        // The handle first: once the memory is taken over nothing may fail, or the caller would free it a second time.
+        auto handle = std::make_unique<lockstep_tensor_s>();
+        handle->tensor = Tensor::from_blob(data, shape_of(shape, ndim), dtype_of_code(dtype), device_of(device),
+                                           std::move(release), (flags & LOCKSTEP_TENSOR_READ_ONLY) != 0);
+        *out = handle.release();
     });
 }
 
@@ -444,7 +447,9 @@ lockstep_status_t lockstep_tensor_from_dlpack(DLManagedTensor* managed, uint64_t
         std::function<void()> release = [managed] {
             if (managed->deleter != nullptr) managed->deleter(managed);
         };
-        *out = new_tensor_handle(import_tensor(managed->dl_tensor, false, flags, release));
+        auto handle = std::make_unique<lockstep_tensor_s>();  // first: nothing may fail after the take-over
+        handle->tensor = import_tensor(managed->dl_tensor, false, flags, release);
+        *out = handle.release();
     });
 }
 
@@ -461,7 +466,9 @@ lockstep_status_t lockstep_tensor_from_dlpack_versioned(DLManagedTensorVersioned
             if (managed->deleter != nullptr) managed->deleter(managed);
         };
         const bool read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-        *out = new_tensor_handle(import_tensor(managed->dl_tensor, read_only, flags, release));
+        auto handle = std::make_unique<lockstep_tensor_s>();  // first: nothing may fail after the take-over
+        handle->tensor = import_tensor(managed->dl_tensor, read_only, flags, release);
+        *out = handle.release();
     });
 }
 

@@ -18,6 +18,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -103,10 +105,13 @@ void ensure_init() {
 
 // ------------------------------------------------------------------------------------------------ call sites
 
+// The caller's place. The strings belong to the caller's code object (PyUnicode_AsUTF8 keeps its UTF-8 form), which
+// lives as long as the caller's frame, and that frame waits in this call: the pointers stay valid while the GIL is
+// released, and the C library copies them once per distinct place.
 struct CallSite {
-    std::string file;
+    const char* file = nullptr;
     int line = 0;
-    std::string function;
+    const char* function = nullptr;
 };
 
 bool starts_with(const char* text, const std::string& prefix) {
@@ -121,30 +126,27 @@ bool is_wrapper_frame(const char* file) {
     return std::strstr(file, "/torch/distributed/") != nullptr;
 }
 
-std::string utf8_or_empty(PyObject* text) {
+const char* utf8_or_null(PyObject* text) {
     const char* utf8 = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
-    if (utf8 == nullptr) {
-        PyErr_Clear();
-        return {};
-    }
+    if (utf8 == nullptr) PyErr_Clear();
     return utf8;
 }
 
-// Walks the Python stack from the innermost frame; copies the strings, since the GIL is released during the call.
+// Walks the Python stack from the innermost frame (with the GIL held).
 CallSite caller_site() {
     CallSite site;
     PyFrameObject* frame = PyEval_GetFrame();  // borrowed
     Py_XINCREF(frame);
     while (frame != nullptr) {
-        PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-        std::string file = utf8_or_empty(code->co_filename);
-        if (!file.empty() && !is_wrapper_frame(file.c_str())) {
-            site.file = std::move(file);
+        PyCodeObject* code = PyFrame_GetCode(frame);  // new reference; the frame keeps it alive after the decref
+        const char* file = utf8_or_null(code->co_filename);
+        if (file != nullptr && *file != '\0' && !is_wrapper_frame(file)) {
+            site.file = file;
             site.line = PyFrame_GetLineNumber(frame);
 #if PY_VERSION_HEX >= 0x030B0000
-            site.function = utf8_or_empty(code->co_qualname);
+            site.function = utf8_or_null(code->co_qualname);
 #else
-            site.function = utf8_or_empty(code->co_name);
+            site.function = utf8_or_null(code->co_name);
 #endif
             Py_DECREF(code);
             Py_DECREF(frame);
@@ -168,10 +170,10 @@ class CallOptions {
 public:
     CallOptions(const OptionalTag& tag, OptionalStream stream) : site_(caller_site()), tag_(tag) {
         if (stream) options_.cuda_stream = reinterpret_cast<void*>(*stream);
-        if (!site_.file.empty()) {
-            options_.file = site_.file.c_str();
+        if (site_.file != nullptr) {
+            options_.file = site_.file;
             options_.line = site_.line;
-            options_.function = site_.function.empty() ? nullptr : site_.function.c_str();
+            options_.function = site_.function;
         }
         if (tag_) options_.tag = tag_->c_str();
     }
@@ -185,9 +187,13 @@ private:
     lockstep_call_options_t options_ = LOCKSTEP_CALL_OPTIONS_INIT;
 };
 
+// Set when a collective's body reaches its C call (joined() below tells conversion failures from the call's own).
+thread_local bool g_call_started = false;
+
 // Runs `call` (a C collective taking the options last) with the GIL released, then raises its failure.
 template <typename Call>
 void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) {
+    g_call_started = true;  // from here on, a failure is the collective's own (joined())
     CallOptions options(tag, stream);
     lockstep_status_t status;
     {
@@ -195,6 +201,37 @@ void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) 
         status = call(options.get());
     }
     check(status);
+}
+
+// Runs a collective's body: converting its arguments, then the C call (run_collective). A conversion that fails on this
+// rank (a dtype lockstep lacks, a non-contiguous array, a bad op name) joins the collective as rejected, since the
+// other ranks are already in it: in debug mode every rank then raises the same CallRejectedError naming this rank and
+// the reason; otherwise this rank raises its own error at once, as a C++ program's would.
+void reject_conversion(lockstep_comm_t comm, lockstep_collective_t kind, int32_t root, const char* why) {
+    CallOptions options(std::nullopt, std::nullopt);  // the caller's place, as the collective would have passed it
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = lockstep_reject_call(comm, kind, root, LOCKSTEP_SUM, why, options.get());
+    }
+    if (status == LOCKSTEP_ERROR_CALL_REJECTED) check(status);  // debug mode: every rank raises this same error
+}
+
+template <typename Comm, typename Body>
+auto joined(Comm& c, lockstep_collective_t kind, int32_t root, Body&& body) -> decltype(body()) {
+    g_call_started = false;
+    try {
+        return body();
+    } catch (py::error_already_set& e) {
+        if (!g_call_started && !c.freed()) reject_conversion(c.handle(), kind, root, e.what());
+        throw;
+    } catch (const StatusError& e) {
+        if (!g_call_started && !c.freed()) reject_conversion(c.handle(), kind, root, e.message.c_str());
+        throw;
+    } catch (const std::exception& e) {
+        if (!g_call_started && !c.freed()) reject_conversion(c.handle(), kind, root, e.what());
+        throw;
+    }
 }
 
 // ------------------------------------------------------------------------------------------------ dtypes and devices
@@ -452,12 +489,13 @@ Tensor wrap_buffer(const py::handle& object) {
         raise_status(LOCKSTEP_ERROR_DTYPE, "lockstep has no dtype for buffer format '" + format + "' (item size " +
                                                std::to_string(itemsize) + ")");
     }
-    std::vector<int64_t> shape(view.shape, view.shape + view.ndim);
+    static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "buffer shapes are passed to lockstep as they are");
+    const auto* shape = reinterpret_cast<const int64_t*>(view.shape);
     const uint64_t flags = view.readonly ? LOCKSTEP_TENSOR_READ_ONLY : 0;
     lockstep_tensor_t handle = nullptr;
     lockstep_status_t status =
-        lockstep_tensor_wrap(view.buf, shape.data(), view.ndim, *dtype, lockstep_device_t{LOCKSTEP_DEVICE_CPU, 0},
-                             flags, &release_borrowed_buffer, borrowed.get(), &handle);
+        lockstep_tensor_wrap(view.buf, shape, view.ndim, *dtype, lockstep_device_t{LOCKSTEP_DEVICE_CPU, 0}, flags,
+                             &release_borrowed_buffer, borrowed.get(), &handle);
     if (status != LOCKSTEP_OK) {
         std::string text = last_error_text(status);
         PyBuffer_Release(&view);
@@ -554,9 +592,62 @@ Tensor tensor_from_dlpack(const py::handle& object, const py::object& copy) {
 
 // A Tensor object as is; a buffer-protocol object wrapped; anything else through DLPack. `may_copy` is false for the
 // operands of collectives: they work in place, so a copy would silently lose the result.
+// A buffer held for the duration of one collective: the memory a cached handle (below) describes stays exported, and
+// so alive and in place, until the call is over. Released with the GIL held (operands are locals of the binding).
+struct HeldBuffer {
+    Py_buffer view;
+    HeldBuffer() = default;
+    HeldBuffer(const HeldBuffer&) = delete;
+    HeldBuffer& operator=(const HeldBuffer&) = delete;
+    ~HeldBuffer() { PyBuffer_Release(&view); }
+};
+
+// Wrapping a buffer costs about as much as a small collective itself, and a training loop passes the same arrays
+// again and again: each thread keeps the handles of the last few buffers it wrapped. A handle here owns nothing (no
+// deleter) and is used only while a call holds a buffer of exactly that address, shape, dtype and writability, so a
+// stale entry can never be reached; entries are compared, never dereferenced.
+struct WrapCacheEntry {
+    void* buf = nullptr;
+    int ndim = -1;
+    std::array<int64_t, 8> shape{};
+    lockstep_dtype_t dtype = 0;
+    bool read_only = false;
+    lockstep_tensor_t handle = nullptr;
+};
+struct WrapCache {
+    std::array<WrapCacheEntry, 4> entries;
+    std::size_t next = 0;
+    ~WrapCache() {
+        for (WrapCacheEntry& e : entries) lockstep_tensor_release(e.handle);
+    }
+};
+thread_local WrapCache g_wrap_cache;
+
+// The handle of a held buffer, from the cache or newly wrapped (without a deleter: the HeldBuffer keeps it alive).
+lockstep_tensor_t cached_handle(const Py_buffer& view, lockstep_dtype_t dtype) {
+    const bool read_only = view.readonly != 0;
+    for (const WrapCacheEntry& e : g_wrap_cache.entries) {
+        if (e.handle != nullptr && e.buf == view.buf && e.ndim == view.ndim && e.dtype == dtype &&
+            e.read_only == read_only && std::equal(e.shape.begin(), e.shape.begin() + e.ndim, view.shape)) {
+            return e.handle;
+        }
+    }
+    lockstep_tensor_t handle = nullptr;
+    const auto* shape = reinterpret_cast<const int64_t*>(view.shape);
+    check(lockstep_tensor_wrap(view.buf, shape, view.ndim, dtype, lockstep_device_t{LOCKSTEP_DEVICE_CPU, 0},
+                               read_only ? LOCKSTEP_TENSOR_READ_ONLY : 0, nullptr, nullptr, &handle));
+    WrapCacheEntry& slot = g_wrap_cache.entries[g_wrap_cache.next];
+    g_wrap_cache.next = (g_wrap_cache.next + 1) % g_wrap_cache.entries.size();
+    lockstep_tensor_release(slot.handle);
+    slot = WrapCacheEntry{view.buf, view.ndim, {}, dtype, read_only, handle};
+    std::copy(shape, shape + view.ndim, slot.shape.begin());
+    return handle;
+}
+
 struct Operand {
     lockstep_tensor_t handle = nullptr;
     std::optional<Tensor> owned;
+    std::unique_ptr<HeldBuffer> held;
 };
 
 Operand to_operand(const py::handle& object, bool may_copy) {
@@ -567,6 +658,20 @@ Operand to_operand(const py::handle& object, bool may_copy) {
         return operand;
     }
     if (PyObject_CheckBuffer(object.ptr())) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+            auto guard = std::make_unique<HeldBuffer>();
+            guard->view = view;  // released by the guard from here on
+            const std::optional<lockstep_dtype_t> dtype = dtype_of_format(guard->view.format, guard->view.itemsize);
+            if (dtype && guard->view.ndim <= 8) {
+                ensure_init();
+                operand.handle = cached_handle(guard->view, *dtype);
+                operand.held = std::move(guard);
+                return operand;
+            }
+        } else {
+            PyErr_Clear();  // wrap_buffer below asks again and raises the buffer's own error
+        }
         operand.owned.emplace(wrap_buffer(object));
     } else {
         operand.owned.emplace(
@@ -958,7 +1063,8 @@ PYBIND11_MODULE(_lockstep, m) {
         "Frames in these directories are not call sites.");
     m.def("_caller_site", []() {
         CallSite site = caller_site();
-        return py::make_tuple(site.file, site.line, site.function);
+        return py::make_tuple(site.file != nullptr ? site.file : "", site.line,
+                              site.function != nullptr ? site.function : "");
     });
     m.def("status_string", [](lockstep_status_t status) { return std::string(lockstep_status_string(status)); });
     m.def("last_error", []() { return std::string(lockstep_last_error()); });
@@ -1205,34 +1311,40 @@ PYBIND11_MODULE(_lockstep, m) {
         .def(
             "barrier",
             [](Communicator& c, OptionalTag tag, OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                run_collective(tag, stream,
-                               [&](const lockstep_call_options_t* o) { return lockstep_barrier(handle, o); });
+                return joined(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, [&]() -> void {
+                    lockstep_comm_t handle = c.handle();
+                    run_collective(tag, stream,
+                                   [&](const lockstep_call_options_t* o) { return lockstep_barrier(handle, o); });
+                });
             },
             py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "broadcast",
             [](Communicator& c, py::object x, int32_t root, OptionalTag tag, OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                Operand t = to_operand(x, false);
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_broadcast(handle, t.handle, t.handle, root, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand t = to_operand(x, false);
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_broadcast(handle, t.handle, t.handle, root, o);
+                    });
+                    return x;
                 });
-                return x;
             },
             py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
             py::arg("stream") = py::none())
         .def(
             "allreduce",
             [](Communicator& c, py::object x, std::string op, py::object out, OptionalTag tag, OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                const lockstep_reduce_op_t reduce_op = parse_op(op);
-                Operand input = to_operand(x, false);
-                Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_allreduce(handle, input.handle, output.handle, reduce_op, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    Operand input = to_operand(x, false);
+                    Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_allreduce(handle, input.handle, output.handle, reduce_op, o);
+                    });
+                    return out.is_none() ? x : out;
                 });
-                return out.is_none() ? x : out;
             },
             py::arg("x"), py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
@@ -1240,49 +1352,27 @@ PYBIND11_MODULE(_lockstep, m) {
             "reduce",
             [](Communicator& c, py::object x, int32_t root, std::string op, py::object out, OptionalTag tag,
                OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                const lockstep_reduce_op_t reduce_op = parse_op(op);
-                Operand input = to_operand(x, false);
-                Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_reduce(handle, input.handle, output.handle, reduce_op, root, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE, root, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    Operand input = to_operand(x, false);
+                    Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_reduce(handle, input.handle, output.handle, reduce_op, root, o);
+                    });
+                    return out.is_none() ? x : out;
                 });
-                return out.is_none() ? x : out;
             },
             py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "allgather",
             [](Communicator& c, py::object x, py::object out, OptionalTag tag, OptionalStream stream) -> py::object {
-                lockstep_comm_t handle = c.handle();
-                Operand input = to_operand(x, false);
-                std::optional<Tensor> created;
-                Operand output;
-                if (out.is_none()) {
-                    Tensor in = borrow(input.handle);
-                    created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
-                    output.handle = created->handle();
-                } else {
-                    output = to_operand(out, false);
-                }
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_allgather(handle, input.handle, output.handle, o);
-                });
-                if (created) return py::cast(std::move(*created));
-                return out;
-            },
-            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
-        .def(
-            "gather",
-            [](Communicator& c, py::object x, int32_t root, py::object out, OptionalTag tag,
-               OptionalStream stream) -> py::object {
-                lockstep_comm_t handle = c.handle();
-                const bool is_root = c.rank() == root;
-                Operand input = to_operand(x, false);
-                std::optional<Tensor> created;
-                Operand output;
-                if (is_root) {
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    std::optional<Tensor> created;
+                    Operand output;
                     if (out.is_none()) {
                         Tensor in = borrow(input.handle);
                         created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
@@ -1290,26 +1380,56 @@ PYBIND11_MODULE(_lockstep, m) {
                     } else {
                         output = to_operand(out, false);
                     }
-                }
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_gather(handle, input.handle, output.handle, root, o);
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_allgather(handle, input.handle, output.handle, o);
+                    });
+                    if (created) return py::cast(std::move(*created));
+                    return out;
                 });
-                if (!is_root) return py::none();
-                if (created) return py::cast(std::move(*created));
-                return out;
+            },
+            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "gather",
+            [](Communicator& c, py::object x, int32_t root, py::object out, OptionalTag tag,
+               OptionalStream stream) -> py::object {
+                return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const bool is_root = c.rank() == root;
+                    Operand input = to_operand(x, false);
+                    std::optional<Tensor> created;
+                    Operand output;
+                    if (is_root) {
+                        if (out.is_none()) {
+                            Tensor in = borrow(input.handle);
+                            created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
+                            output.handle = created->handle();
+                        } else {
+                            output = to_operand(out, false);
+                        }
+                    }
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_gather(handle, input.handle, output.handle, root, o);
+                    });
+                    if (!is_root) return py::none();
+                    if (created) return py::cast(std::move(*created));
+                    return out;
+                });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
             py::arg("stream") = py::none())
         .def(
             "scatter",
             [](Communicator& c, py::object x, py::object out, int32_t root, OptionalTag tag, OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                Operand input = to_operand(x, false);
-                Operand output = to_operand(out, false);
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_scatter(handle, input.handle, output.handle, root, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    Operand output = to_operand(out, false);
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_scatter(handle, input.handle, output.handle, root, o);
+                    });
+                    return out;
                 });
-                return out;
             },
             py::arg("x"), py::arg("out"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
             py::arg("stream") = py::none())
@@ -1317,61 +1437,67 @@ PYBIND11_MODULE(_lockstep, m) {
             "reduce_scatter",
             [](Communicator& c, py::object x, py::object out, std::string op, OptionalTag tag,
                OptionalStream stream) -> py::object {
-                lockstep_comm_t handle = c.handle();
-                const lockstep_reduce_op_t reduce_op = parse_op(op);
-                Operand input = to_operand(x, false);
-                std::optional<Tensor> created;
-                Operand output;
-                if (out.is_none()) {
-                    Tensor in = borrow(input.handle);
-                    std::vector<int64_t> shape = in.shape();
-                    // A first dimension the size does not divide is left for the library to report, on every rank.
-                    if (!shape.empty()) shape[0] /= c.size();
-                    created.emplace(empty_tensor(shape, in.dtype(), in.device()));
-                    output.handle = created->handle();
-                } else {
-                    output = to_operand(out, false);
-                }
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_reduce_scatter(handle, input.handle, output.handle, reduce_op, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    Operand input = to_operand(x, false);
+                    std::optional<Tensor> created;
+                    Operand output;
+                    if (out.is_none()) {
+                        Tensor in = borrow(input.handle);
+                        std::vector<int64_t> shape = in.shape();
+                        // A first dimension the size does not divide is left for the library to report, on every rank.
+                        if (!shape.empty()) shape[0] /= c.size();
+                        created.emplace(empty_tensor(shape, in.dtype(), in.device()));
+                        output.handle = created->handle();
+                    } else {
+                        output = to_operand(out, false);
+                    }
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_reduce_scatter(handle, input.handle, output.handle, reduce_op, o);
+                    });
+                    if (created) return py::cast(std::move(*created));
+                    return out;
                 });
-                if (created) return py::cast(std::move(*created));
-                return out;
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "alltoall",
             [](Communicator& c, py::object x, py::object out, OptionalTag tag, OptionalStream stream) -> py::object {
-                lockstep_comm_t handle = c.handle();
-                Operand input = to_operand(x, false);
-                std::optional<Tensor> created;
-                Operand output;
-                if (out.is_none()) {
-                    Tensor in = borrow(input.handle);
-                    created.emplace(empty_tensor(in.shape(), in.dtype(), in.device()));
-                    output.handle = created->handle();
-                } else {
-                    output = to_operand(out, false);
-                }
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_alltoall(handle, input.handle, output.handle, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    std::optional<Tensor> created;
+                    Operand output;
+                    if (out.is_none()) {
+                        Tensor in = borrow(input.handle);
+                        created.emplace(empty_tensor(in.shape(), in.dtype(), in.device()));
+                        output.handle = created->handle();
+                    } else {
+                        output = to_operand(out, false);
+                    }
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_alltoall(handle, input.handle, output.handle, o);
+                    });
+                    if (created) return py::cast(std::move(*created));
+                    return out;
                 });
-                if (created) return py::cast(std::move(*created));
-                return out;
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
             py::arg("stream") = py::none())
         .def(
             "gather_uneven",
             [](Communicator& c, py::object x, OptionalTag tag, OptionalStream stream) {
-                lockstep_comm_t handle = c.handle();
-                Operand input = to_operand(x, false);
-                lockstep_tensor_t result = nullptr;
-                run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_gather_uneven(handle, input.handle, &result, o);
+                return joined(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, [&]() -> Tensor {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    lockstep_tensor_t result = nullptr;
+                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_gather_uneven(handle, input.handle, &result, o);
+                    });
+                    return Tensor(result);
                 });
-                return Tensor(result);
             },
             py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(

@@ -309,8 +309,43 @@ static void test_debug_mismatch(lockstep_comm_t world, int rank, int size) {
     CHECK(same_everywhere(world, text_hash(lockstep_last_error()), size));
     /* The next call goes through: the communicator is still usable. */
     OK(lockstep_barrier(dbg, &call));
+
+    /* Options that only rank 0 gets wrong: rank 0 joins the call as rejected, so nobody waits; every rank fails. */
+    {
+        lockstep_call_options_t bad = LOCKSTEP_CALL_OPTIONS_INIT;
+        lockstep_tensor_t same = tensor_f32(NULL, 4);
+        bad.flags = rank == 0 ? 1u << 4 : 0;
+        CHECK_STATUS(lockstep_allreduce(dbg, same, same, LOCKSTEP_SUM, &bad), LOCKSTEP_ERROR_CALL_REJECTED);
+        CHECK(strstr(lockstep_last_error(), "unknown flag bits") != NULL);
+        CHECK(same_everywhere(world, text_hash(lockstep_last_error()), size));
+        /* A binding whose own argument conversion failed on the last rank. */
+        if (rank == size - 1) {
+            CHECK_STATUS(lockstep_reject_call(dbg, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, LOCKSTEP_SUM,
+                                              "int16 has no lockstep dtype", &call),
+                         LOCKSTEP_ERROR_CALL_REJECTED);
+        } else {
+            CHECK_STATUS(lockstep_allreduce(dbg, same, same, LOCKSTEP_SUM, &call), LOCKSTEP_ERROR_CALL_REJECTED);
+        }
+        CHECK(strstr(lockstep_last_error(), "int16 has no lockstep dtype") != NULL);
+        CHECK(same_everywhere(world, text_hash(lockstep_last_error()), size));
+        OK(lockstep_barrier(dbg, NULL));
+        lockstep_tensor_release(same);
+    }
+    /* Debug off: the rejection is this rank's own error at once (every rank here, so that none waits). */
+    OK(lockstep_comm_set_debug(dbg, 0));
+    CHECK_STATUS(lockstep_reject_call(dbg, LOCKSTEP_COLLECTIVE_BARRIER, -1, LOCKSTEP_SUM, "bad", NULL),
+                 LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(lockstep_reject_call(dbg, 99, -1, LOCKSTEP_SUM, "bad", NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
     OK(lockstep_comm_free(dbg));
     lockstep_tensor_release(t);
+}
+
+static void test_double_free(lockstep_comm_t world) {
+    lockstep_comm_t d = NULL;
+    OK(lockstep_comm_dup(world, &d));
+    OK(lockstep_comm_free(d));
+    CHECK_STATUS(lockstep_comm_free(d), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    OK(lockstep_comm_free(NULL));
 }
 
 static void test_collectives(lockstep_comm_t world, int rank, int size) {
@@ -612,6 +647,7 @@ int main(void) {
     test_local_statuses(world);
     test_read_only(world, rank, size);
     test_debug_mismatch(world, rank, size);
+    test_double_free(world);
     test_collectives(world, rank, size);
     test_point_to_point_mpi_error(world, rank);
     test_agreements(world, rank);

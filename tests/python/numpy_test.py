@@ -363,13 +363,61 @@ def check_batch_size(comm, r, n):
     comm.barrier()
 
 
+def check_same_memory_other_views(comm, r, n):
+    # The binding remembers the last buffers it wrapped: the same memory seen as another dtype, shape or
+    # writability must still be taken as what it is now.
+    base = np.zeros(4, dtype=np.float32)
+    for _ in range(3):
+        base[:] = 1.0
+        comm.allreduce(base)
+        np.testing.assert_array_equal(base, np.full(4, n, dtype=np.float32))
+    as_int = base.view(np.int32)
+    as_int[:] = r
+    comm.allreduce(as_int)
+    np.testing.assert_array_equal(as_int, np.full(4, n * (n - 1) // 2, dtype=np.int32))
+    square = as_int.reshape(2, 2)
+    square[:] = 1
+    out = np.zeros((2 * n, 2), dtype=np.int32)
+    comm.allgather(square, out=out)
+    np.testing.assert_array_equal(out, np.ones((2 * n, 2), dtype=np.int32))
+    as_int.flags.writeable = False
+    expect_raises(lockstep.ReadOnlyError, comm.allreduce, as_int)
+    np.testing.assert_array_equal(as_int, np.ones(4, dtype=np.int32))
+
+
+def check_conversion_rejected(comm, r, n):
+    # Debug mode on: arguments only the last rank cannot convert (an int16 array, a strided view, a bad op name)
+    # join the collective as rejected, so no rank waits: every rank raises the same CallRejectedError naming it.
+    comm.debug = True
+    last = n - 1
+    good = np.ones(4, dtype=np.float32)
+    cases = [
+        (np.ones(4, dtype=np.int16), "sum", "format 'h'"),     # int16: no lockstep dtype
+        (np.ones(8, dtype=np.float32)[::2], "sum", "contiguous"),  # numpy refuses a C-contiguous buffer
+        (good, "bogus", "bogus"),                             # an op name lockstep lacks
+    ]
+    for bad, op, word in cases:
+        x = bad if r == last else good.copy()
+        error = expect_raises(lockstep.CallRejectedError, comm.allreduce, x, op=op if r == last else "sum")
+        text = str(error)
+        assert f"process {last}" in text.lower() or f"rank {last}" in text.lower(), text
+        assert word in text.lower(), (word, text)
+        assert "harness.py:" in text, text  # the caller's line (expect_raises makes the call), on every rank
+        texts = comm.allgather(np.frombuffer(text.encode()[:200].ljust(200), dtype=np.uint8))
+        rows = np.asarray(texts.numpy()).reshape(n, 200)
+        assert all((rows[i] == rows[0]).all() for i in range(n)), "the ranks' messages differ"
+    comm.barrier()
+    comm.debug = False
+
+
 def main():
     lockstep.init()
     comm = lockstep.Communicator.world()
     assert comm is lockstep.Communicator.world()
     r, n = comm.rank, comm.size
     for check in (check_in_place, check_dlpack_shares, check_read_only, check_bool_float16, check_every_collective,
-                  check_communicators, check_errors, check_gil_released, check_batch_size):
+                  check_communicators, check_errors, check_gil_released, check_batch_size, check_conversion_rejected,
+                  check_same_memory_other_views):
         check(comm, r, n)
         comm.barrier()
         if r == 0:
