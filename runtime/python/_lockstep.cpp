@@ -1038,6 +1038,64 @@ lockstep_runtime_t runtime_handle() {
 
 }  // namespace
 
+// Communicator.allreduce. The common call, comm.allreduce(array) on a buffer lockstep can take as it is, goes straight
+// to the C call: pybind11's general argument handling costs about as much as a small allreduce. Anything else (other
+// arguments, keywords, a DLPack object, a buffer that needs a rejection) takes the general path,
+// Communicator._allreduce_general, which behaves the same.
+extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                            PyObject* kwnames) {
+    if (nargs == 1 && kwnames == nullptr && PyObject_CheckBuffer(args[0]) != 0) {
+        Communicator* c = nullptr;
+        try {
+            c = &py::cast<Communicator&>(py::handle(self));
+        } catch (...) {
+            c = nullptr;
+        }
+        Py_buffer view;
+        if (c != nullptr && !c->freed() && PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+            const std::optional<lockstep_dtype_t> dtype = dtype_of_format(view.format, view.itemsize);
+            lockstep_tensor_t handle = nullptr;
+            if (dtype && view.ndim <= 8 && lockstep_is_initialized() != 0) {
+                try {
+                    handle = cached_handle(view, *dtype);
+                } catch (...) {
+                    handle = nullptr;
+                }
+            }
+            if (handle != nullptr) {
+                lockstep_status_t status;
+                {
+                    CallOptions options(std::nullopt, std::nullopt);
+                    PyThreadState* saved = PyEval_SaveThread();
+                    status = lockstep_allreduce(c->handle(), handle, handle, LOCKSTEP_SUM, options.get());
+                    PyEval_RestoreThread(saved);
+                }
+                PyBuffer_Release(&view);
+                if (status != LOCKSTEP_OK) {
+                    set_python_error(StatusError{status, last_error_text(status)});
+                    return nullptr;
+                }
+                Py_INCREF(args[0]);
+                return args[0];
+            }
+            PyBuffer_Release(&view);
+        } else if (c != nullptr && !c->freed()) {
+            PyErr_Clear();  // the general path asks again and reports the buffer's own error
+        }
+    }
+    PyObject* general = PyObject_GetAttrString(self, "_allreduce_general");
+    if (general == nullptr) return nullptr;
+    PyObject* result = PyObject_Vectorcall(general, args, static_cast<size_t>(nargs), kwnames);
+    Py_DECREF(general);
+    return result;
+}
+
+PyMethodDef communicator_allreduce_def = {
+    "allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&communicator_allreduce)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "allreduce(x, op='sum', out=None, *, tag=None, stream=None): the reduction of x over every rank, in place in "
+    "x's memory (or into out); returns x (or out)."};
+
 PYBIND11_MODULE(_lockstep, m) {
     m.doc() = "lockstep's C interface (lockstep.h) for Python; use the package `lockstep`, which builds on it.";
 
@@ -1333,7 +1391,7 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
             py::arg("stream") = py::none())
         .def(
-            "allreduce",
+            "_allreduce_general",
             [](Communicator& c, py::object x, std::string op, py::object out, OptionalTag tag, OptionalStream stream) {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
@@ -1582,4 +1640,10 @@ PYBIND11_MODULE(_lockstep, m) {
         codes[py::int_(code)] = py::str(lockstep_status_string(code));
     }
     m.attr("STATUS_NAMES") = codes;
+
+    // The fast entry of Communicator.allreduce (communicator_allreduce above).
+    py::object descriptor = py::reinterpret_steal<py::object>(
+        PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(comm.ptr()), &communicator_allreduce_def));
+    if (!descriptor) throw py::error_already_set();
+    if (PyObject_SetAttrString(comm.ptr(), "allreduce", descriptor.ptr()) != 0) throw py::error_already_set();
 }
