@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -132,32 +133,82 @@ const char* utf8_or_null(PyObject* text) {
     return utf8;
 }
 
+// What one place of a code object tells: its call site, or that it is a wrapper's. A small table keeps the places
+// seen last (a loop calls from the same few), each with a strong reference to its code object, so that an address in
+// the table is never another code object's: the file, line and function are computed once per place.
+struct PlaceEntry {
+    PyObject* code = nullptr;  // a strong reference
+    int lasti = -1;
+    bool wrapper = false;
+    CallSite site;
+};
+std::array<PlaceEntry, 64> g_places;
+
+void clear_places() {
+    for (PlaceEntry& e : g_places) {
+        PyObject* code = std::exchange(e.code, nullptr);
+        e = PlaceEntry{};
+        Py_XDECREF(code);
+    }
+}
+
+PlaceEntry computed_place(PyFrameObject* frame, PyCodeObject* code, int lasti) {
+    PlaceEntry entry;
+    entry.lasti = lasti;
+    const char* file = utf8_or_null(code->co_filename);
+    entry.wrapper = file == nullptr || *file == '\0' || is_wrapper_frame(file);
+    if (!entry.wrapper) {
+        entry.site.file = file;
+        entry.site.line = PyFrame_GetLineNumber(frame);
+#if PY_VERSION_HEX >= 0x030B0000
+        entry.site.function = utf8_or_null(code->co_qualname);
+#else
+        entry.site.function = utf8_or_null(code->co_name);
+#endif
+    }
+    return entry;
+}
+
+// The place a frame is at (with the GIL held; `code` is the frame's, alive while the frame runs).
+const PlaceEntry& place_of(PyFrameObject* frame, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+    const int lasti = PyFrame_GetLasti(frame);
+    const std::size_t slot =
+        ((reinterpret_cast<std::uintptr_t>(code) >> 4U) ^ (static_cast<std::size_t>(lasti) * 0x9E3779B1U)) %
+        g_places.size();
+    PlaceEntry& entry = g_places[slot];
+    if (entry.code == reinterpret_cast<PyObject*>(code) && entry.lasti == lasti) return entry;
+    PlaceEntry fresh = computed_place(frame, code, lasti);
+    fresh.code = Py_NewRef(reinterpret_cast<PyObject*>(code));
+    PyObject* evicted = std::exchange(entry.code, nullptr);
+    entry = fresh;
+    Py_XDECREF(evicted);  // after the table is consistent: freeing a code object runs no Python code of ours
+    return entry;
+#else
+    thread_local PlaceEntry uncached;
+    uncached = computed_place(frame, code, -1);
+    return uncached;
+#endif
+}
+
 // Walks the Python stack from the innermost frame (with the GIL held).
 CallSite caller_site() {
-    CallSite site;
     PyFrameObject* frame = PyEval_GetFrame();  // borrowed
     Py_XINCREF(frame);
     while (frame != nullptr) {
         PyCodeObject* code = PyFrame_GetCode(frame);  // new reference; the frame keeps it alive after the decref
-        const char* file = utf8_or_null(code->co_filename);
-        if (file != nullptr && *file != '\0' && !is_wrapper_frame(file)) {
-            site.file = file;
-            site.line = PyFrame_GetLineNumber(frame);
-#if PY_VERSION_HEX >= 0x030B0000
-            site.function = utf8_or_null(code->co_qualname);
-#else
-            site.function = utf8_or_null(code->co_name);
-#endif
-            Py_DECREF(code);
+        const PlaceEntry& place = place_of(frame, code);
+        Py_DECREF(code);
+        if (!place.wrapper) {
+            const CallSite site = place.site;
             Py_DECREF(frame);
             return site;
         }
-        Py_DECREF(code);
         PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
         Py_DECREF(frame);
         frame = back;
     }
-    return site;
+    return CallSite{};
 }
 
 using OptionalTag = std::optional<std::string>;
@@ -322,11 +373,11 @@ const char* buffer_format(lockstep_dtype_t dtype) {
 
 // The dtype of a buffer's format (struct-module syntax, one native little-endian item) and item size.
 std::optional<lockstep_dtype_t> dtype_of_format(const char* format, Py_ssize_t itemsize) {
-    std::string f = format != nullptr ? format : "B";
-    if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f.erase(0, 1);
-    if (f.size() != 1) return std::nullopt;
+    const char* f = format != nullptr ? format : "B";
+    if (*f == '@' || *f == '=' || *f == '<') ++f;
+    if (f[0] == '\0' || f[1] != '\0') return std::nullopt;
     std::optional<lockstep_dtype_t> dtype;
-    switch (f[0]) {
+    switch (*f) {
         case '?':
             dtype = LOCKSTEP_BOOL;
             break;
@@ -837,6 +888,9 @@ public:
         return handle_;
     }
     bool freed() const { return handle_ == nullptr; }
+    // The handle without the checks of handle(), for callers that asked usable() first.
+    bool usable() const noexcept { return handle_ != nullptr && generation_ == g_generation && !g_finalized; }
+    lockstep_comm_t usable_handle() const noexcept { return handle_; }
     void free() {
         lockstep_comm_t handle = this->handle();
         lockstep_status_t status;
@@ -1042,17 +1096,27 @@ lockstep_runtime_t runtime_handle() {
 // to the C call: pybind11's general argument handling costs about as much as a small allreduce. Anything else (other
 // arguments, keywords, a DLPack object, a buffer that needs a rejection) takes the general path,
 // Communicator._allreduce_general, which behaves the same.
+// The Communicator of `self` without pybind11's type lookup (a Python subclass takes pybind11's way).
+static const py::detail::type_info* g_communicator_type = nullptr;
+
+static Communicator* communicator_of(PyObject* self) noexcept {
+    if (g_communicator_type != nullptr && Py_TYPE(self) == g_communicator_type->type) {
+        auto holder = reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder(g_communicator_type, false);
+        return holder ? static_cast<Communicator*>(holder.value_ptr()) : nullptr;
+    }
+    try {
+        return &py::cast<Communicator&>(py::handle(self));
+    } catch (...) {
+        return nullptr;
+    }
+}
+
 extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                             PyObject* kwnames) {
     if (nargs == 1 && kwnames == nullptr && PyObject_CheckBuffer(args[0]) != 0) {
-        Communicator* c = nullptr;
-        try {
-            c = &py::cast<Communicator&>(py::handle(self));
-        } catch (...) {
-            c = nullptr;
-        }
+        Communicator* c = communicator_of(self);
         Py_buffer view;
-        if (c != nullptr && !c->freed() && PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+        if (c != nullptr && c->usable() && PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
             const std::optional<lockstep_dtype_t> dtype = dtype_of_format(view.format, view.itemsize);
             lockstep_tensor_t handle = nullptr;
             if (dtype && view.ndim <= 8 && lockstep_is_initialized() != 0) {
@@ -1067,7 +1131,7 @@ extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* arg
                 {
                     CallOptions options(std::nullopt, std::nullopt);
                     PyThreadState* saved = PyEval_SaveThread();
-                    status = lockstep_allreduce(c->handle(), handle, handle, LOCKSTEP_SUM, options.get());
+                    status = lockstep_allreduce(c->usable_handle(), handle, handle, LOCKSTEP_SUM, options.get());
                     PyEval_RestoreThread(saved);
                 }
                 PyBuffer_Release(&view);
@@ -1079,7 +1143,7 @@ extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* arg
                 return args[0];
             }
             PyBuffer_Release(&view);
-        } else if (c != nullptr && !c->freed()) {
+        } else if (c != nullptr && c->usable()) {
             PyErr_Clear();  // the general path asks again and reports the buffer's own error
         }
     }
@@ -1117,7 +1181,11 @@ PYBIND11_MODULE(_lockstep, m) {
         },
         "Sets lockstep.Error and the {status: class} map the binding raises.");
     m.def(
-        "_set_package_dirs", [](std::vector<std::string> directories) { g_package_dirs = std::move(directories); },
+        "_set_package_dirs",
+        [](std::vector<std::string> directories) {
+            g_package_dirs = std::move(directories);
+            clear_places();  // which frames are wrappers' changed
+        },
         "Frames in these directories are not call sites.");
     m.def("_caller_site", []() {
         CallSite site = caller_site();
@@ -1642,6 +1710,7 @@ PYBIND11_MODULE(_lockstep, m) {
     m.attr("STATUS_NAMES") = codes;
 
     // The fast entry of Communicator.allreduce (communicator_allreduce above).
+    g_communicator_type = py::detail::get_type_info(typeid(Communicator));
     py::object descriptor = py::reinterpret_steal<py::object>(
         PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(comm.ptr()), &communicator_allreduce_def));
     if (!descriptor) throw py::error_already_set();

@@ -288,6 +288,25 @@ def check_errors(comm, r, n):
     # The call site the binding computes is the caller's own frame.
     site = lockstep._lockstep._caller_site()
     assert site[0] == __file__ and site[1] == caller_line() - 1 and site[2] == "check_errors", site
+    # Places are remembered per code object and instruction: two lines of one function taken in turn keep their own
+    # lines, and so do more functions (of other files) than the binding keeps places for.
+    def two_places(first):
+        if first:
+            return lockstep._lockstep._caller_site(), caller_line()
+        return lockstep._lockstep._caller_site(), caller_line()
+
+    for i in range(6):
+        site, line = two_places(i % 2 == 0)
+        assert site[0] == __file__ and site[1] == line and site[2].endswith("two_places"), (site, line)
+    generated = []
+    for i in range(150):
+        source = "import lockstep\n" + "\n" * (i % 7) + f"def place_{i}():\n    return lockstep._lockstep._caller_site()\n"
+        scope = {}
+        exec(compile(source, f"/generated/place_{i}.py", "exec"), scope)
+        generated.append((scope[f"place_{i}"], f"/generated/place_{i}.py", 3 + i % 7, f"place_{i}"))
+    for _ in range(3):
+        for function, file, line, name in generated:
+            assert function() == (file, line, name), (function(), file, line, name)
 
 
 def check_gil_released(comm, r, n):
