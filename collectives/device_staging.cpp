@@ -55,6 +55,36 @@ bool direct(const Tensor& t) {
     return t.device().is_cpu() || mpi_is_cuda_aware();
 }
 
+#if LOCKSTEP_HAVE_CUDA
+// The tensor's device made current for the scope (streams and events belong to the current device).
+class OnDevice {
+public:
+    explicit OnDevice(const Tensor& t) {
+        LOCKSTEP_CUDA_CHECK(cudaGetDevice(&previous_));
+        if (previous_ != t.device().index()) LOCKSTEP_CUDA_CHECK(cudaSetDevice(t.device().index()));
+    }
+    ~OnDevice() { cudaSetDevice(previous_); }
+    OnDevice(const OnDevice&) = delete;
+    OnDevice& operator=(const OnDevice&) = delete;
+
+private:
+    int previous_ = 0;
+};
+#endif
+
+// A CUDA-aware MPI reads and writes device memory on streams of its own: the work already queued on the tensor's
+// device's legacy default stream (the kernels and copies that produced it) must be finished before MPI sees it.
+void settle_for_direct_use(const Tensor& t) {
+#if LOCKSTEP_HAVE_CUDA
+    if (t.device().is_cuda() && t.numel() > 0) {
+        const OnDevice scope(t);
+        LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+    }
+#else
+    (void)t;
+#endif
+}
+
 }  // namespace
 
 std::int64_t staging_chunk_elements(DType dtype) {
@@ -63,6 +93,7 @@ std::int64_t staging_chunk_elements(DType dtype) {
 
 void with_host_buffer_general(Tensor& t, Direction direction, const std::function<void(void*)>& fn) {
     if (direct(t)) {
+        settle_for_direct_use(t);
         fn(t.numel() == 0 ? nullptr : t.data());
         return;
     }
@@ -75,6 +106,8 @@ void with_host_buffer_general(Tensor& t, Direction direction, const std::functio
 void with_host_buffers_general(const Tensor& in, Tensor& out, const std::function<void(const void*, void*)>& fn,
                                bool copy_back) {
     if (direct(in) && direct(out)) {
+        settle_for_direct_use(in);
+        settle_for_direct_use(out);
         fn(in.numel() == 0 ? nullptr : in.data(), out.numel() == 0 ? nullptr : out.data());
         return;
     }
@@ -106,6 +139,7 @@ void with_host_chunks_general(Tensor& t, const std::function<void(void*, std::in
     const std::size_t elem = dtype_size(t.dtype());
     const std::size_t chunk_bytes = static_cast<std::size_t>(chunk) * elem;
     PinnedBlock buffers[2] = {PinnedBlock(chunk_bytes), PinnedBlock(chunk_bytes)};
+    const OnDevice scope(t);
     cudaStream_t stream = nullptr;
     LOCKSTEP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaEvent_t ready[2] = {nullptr, nullptr};
@@ -123,6 +157,11 @@ void with_host_chunks_general(Tensor& t, const std::function<void(void*, std::in
         }
     } cleanup{stream, ready};
     for (auto& ev : ready) LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    // The stream is non-blocking, so nothing orders it after the work that wrote the tensor: kernels and copies on the
+    // legacy default stream (a cudaMemcpy from pageable memory may return before its DMA has landed). It waits for
+    // that stream first; work on the caller's other streams is the caller's to finish (or to name in the call).
+    LOCKSTEP_CUDA_CHECK(cudaEventRecord(ready[0], cudaStreamLegacy));
+    LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream, ready[0], 0));
 
     auto* device = static_cast<char*>(t.data());
     const std::int64_t n = t.numel();

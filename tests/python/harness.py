@@ -42,6 +42,17 @@ class raises:
         return True
 
 
+def skip(name, why):
+    """Ends this rank after printing "SKIP name rank r/n: why"; run_job.py reports the job as skipped (meson's 77) when
+    every rank did so. The rank exits 0, since mpirun would end the other ranks before they print at a non-zero exit.
+    Call it before lockstep starts: every rank must decide the same way."""
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))
+    size = os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1"))
+    sys.stdout.write(f"SKIP {name} rank {rank}/{size}: {why}\n")
+    sys.stdout.flush()
+    sys.exit(0)
+
+
 def run(name, main):
     """Runs main() (which returns (rank, size)) and prints "PASS name rank r/n"; on any exception prints it and ends
     the job at once, with lockstep's abort when lockstep is running."""

@@ -8,6 +8,8 @@ Runs `MPIRUN -n NP --oversubscribe PYTHON PROGRAM ARGS` with this interpreter (t
   - the job exits 0,
   - every rank printed "PASS <name> rank r/NP" (r = 0 .. NP-1),
   - nothing says MPI was finalised twice, used after MPI_Finalize, or left without MPI_Finalize.
+A program that needs what this machine lacks (a CUDA device) prints "SKIP <name> rank r/NP: why" on every rank and
+exits 0; the job is then reported as skipped (exit 77, meson's code for it).
 """
 import os
 import re
@@ -46,6 +48,10 @@ def main() -> int:
     print(out)
     print("---- stderr ----")
     print(err)
+    skipped = set(re.findall(r"SKIP \S+ rank (\d+)/(\d+)", out))
+    if proc.returncode == 0 and all((str(rank), str(np)) in skipped for rank in range(np)):
+        print(f"skipped: {program} {' '.join(args)} on {np} ranks")
+        return 77
     failures = []
     if proc.returncode != 0:
         failures.append(f"the job exits 0 (got {proc.returncode})")
