@@ -43,13 +43,16 @@ void compare_call_counts(Communicator& checks, std::uint64_t made) {
 }  // namespace
 
 Communicator& Communicator::world() {
-    static std::mutex mutex;
-    static std::unique_ptr<Communicator> world;
+    // Never destroyed: a program that ends without Runtime::finalize (it called MPI_Finalize itself, or none) must not
+    // run these communicators' destructors at exit, after the watchdog they report to is gone. Runtime::finalize
+    // frees them while MPI still runs.
+    static std::mutex& mutex = *new std::mutex;
+    static std::unique_ptr<Communicator>& world = *new std::unique_ptr<Communicator>;
     // lockstep's own calls, apart from the program's call numbers: the start-up checks, and the comparison at
     // finalize on a communicator of its own (made now: a duplicate made at finalize would wait unwatched for a
     // process that never comes), so that each report names its calls by their own label.
-    static std::unique_ptr<Communicator> checks;
-    static std::unique_ptr<Communicator> closing;
+    static std::unique_ptr<Communicator>& checks = *new std::unique_ptr<Communicator>;
+    static std::unique_ptr<Communicator>& closing = *new std::unique_ptr<Communicator>;
     std::scoped_lock lock(mutex);
     if (!world) {
         world = std::make_unique<Communicator>(Runtime::get().comm());

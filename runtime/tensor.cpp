@@ -42,6 +42,10 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, std::size_t offset, Shape shape
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     const std::int64_t n = shape_numel(shape);
+    if (static_cast<std::uint64_t>(n) > std::numeric_limits<std::size_t>::max() / dtype_size(dtype)) {
+        throw ShapeError(
+            fmt::format("empty: shape {} of {} holds more bytes than memory can", shape_str(shape), dtype_name(dtype)));
+    }
     const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
     Allocator& allocator = allocator_for(device);
     std::shared_ptr<Storage> storage;

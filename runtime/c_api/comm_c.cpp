@@ -14,6 +14,8 @@
 
 #include <mpi.h>
 
+#include <limits>
+
 #if LOCKSTEP_C_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -180,7 +182,23 @@ lockstep_status_t lockstep_comm_from_fortran(int64_t fortran_handle, const locks
     return guarded(nullptr, [&] {
         require_out(comm, "comm");
         require_runtime("lockstep_comm_from_fortran");
+        if (fortran_handle < std::numeric_limits<MPI_Fint>::min() ||
+            fortran_handle > std::numeric_limits<MPI_Fint>::max()) {
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 fmt::format("lockstep_comm_from_fortran: {} is not a Fortran communicator handle (MPI_Fint holds "
+                             "{}..{}); pass what MPI_Comm_c2f or mpi4py's Comm.py2f() gave",
+                             fortran_handle, std::numeric_limits<MPI_Fint>::min(),
+                             std::numeric_limits<MPI_Fint>::max()));
+        }
         const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
+        // Open MPI answers an index it does not know with a null pointer, which is not MPI_COMM_NULL; handing either
+        // to MPI would end the job under MPI_ERRORS_ARE_FATAL.
+        if (c == MPI_Comm{} || c == MPI_COMM_NULL) {
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 fmt::format("lockstep_comm_from_fortran: {} is not the Fortran handle of a live communicator; pass "
+                             "what MPI_Comm_c2f or mpi4py's Comm.py2f() gave",
+                             fortran_handle));
+        }
         *comm = adopt(c, options, "lockstep_comm_from_fortran");
     });
 }

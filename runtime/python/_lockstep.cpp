@@ -645,12 +645,18 @@ Tensor tensor_from_dlpack(const py::handle& object, const py::object& copy) {
 // operands of collectives: they work in place, so a copy would silently lose the result.
 // A buffer held for the duration of one collective: the memory a cached handle (below) describes stays exported, and
 // so alive and in place, until the call is over. Released with the GIL held (operands are locals of the binding).
+// It also holds its own reference to the cached handle: a later operand of the same call may evict that handle from
+// the cache (and release the cache's reference) while this one still uses it.
 struct HeldBuffer {
     Py_buffer view;
+    lockstep_tensor_t handle = nullptr;
     HeldBuffer() = default;
     HeldBuffer(const HeldBuffer&) = delete;
     HeldBuffer& operator=(const HeldBuffer&) = delete;
-    ~HeldBuffer() { PyBuffer_Release(&view); }
+    ~HeldBuffer() {
+        lockstep_tensor_release(handle);
+        PyBuffer_Release(&view);
+    }
 };
 
 // Wrapping a buffer costs about as much as a small collective itself, and a training loop passes the same arrays
@@ -717,6 +723,8 @@ Operand to_operand(const py::handle& object, bool may_copy) {
             if (dtype && guard->view.ndim <= 8) {
                 ensure_init();
                 operand.handle = cached_handle(guard->view, *dtype);
+                check(lockstep_tensor_retain(operand.handle));
+                guard->handle = operand.handle;
                 operand.held = std::move(guard);
                 return operand;
             }

@@ -171,6 +171,21 @@ static void test_local_statuses(lockstep_comm_t world) {
     CHECK_STATUS(lockstep_tensor_empty(shape, 1, LOCKSTEP_FLOAT32, bad_device, &t), LOCKSTEP_ERROR_DEVICE);
     CHECK_STATUS(lockstep_tensor_empty(&huge, 1, LOCKSTEP_FLOAT64, cpu, &t), LOCKSTEP_ERROR_OUT_OF_MEMORY);
     CHECK(lockstep_last_error_is_out_of_memory() == 1);
+    {
+        /* More bytes than a size_t holds: a shape error, never a tensor smaller than its shape. */
+        int64_t vast[2] = {(int64_t)1 << 31, ((int64_t)1 << 31) + 8};
+        lockstep_tensor_t none = NULL;
+        CHECK_STATUS(lockstep_tensor_empty(vast, 2, LOCKSTEP_FLOAT32, cpu, &none), LOCKSTEP_ERROR_SHAPE);
+        CHECK(none == NULL);
+    }
+    {
+        /* Fortran handles that name no communicator: refused, the job goes on. */
+        lockstep_comm_t c = NULL;
+        CHECK_STATUS(lockstep_comm_from_fortran(99999, NULL, &c), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(lockstep_comm_from_fortran(-1, NULL, &c), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(lockstep_comm_from_fortran((int64_t)1 << 32, NULL, &c), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+        CHECK(c == NULL);
+    }
     OK(lockstep_tensor_empty(shape, 1, LOCKSTEP_FLOAT32, cpu, &t));
     {
         float buf[3];

@@ -11,6 +11,8 @@ Usage: mpi4py_test.py MODE
                       mpi4py's exit handler does nothing.
   mpi4py-first-lockstep-finalize
                       mpi4py first, lockstep.finalize() by hand: MPI keeps running for mpi4py.
+  mpi4py-finalize     mpi4py first, lockstep's communicators in use, then mpi4py's MPI.Finalize() by hand and no
+                      lockstep.finalize(): lockstep's exit handler releases its state without touching MPI, exit 0.
 run_job.py checks the exit code and that nothing reports MPI finalised twice or not at all.
 """
 import sys
@@ -140,8 +142,26 @@ def mpi4py_first_lockstep_finalize():
     return r, n
 
 
+def mpi4py_finalize():
+    from mpi4py import MPI
+
+    import lockstep
+
+    r, n = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    half = lockstep.Communicator.from_mpi4py(MPI.COMM_WORLD.Split(r % 2, r))
+    world = lockstep.Communicator.world()
+    x = np.ones(2)
+    world.allreduce(x)
+    half.allreduce(x)
+    assert x.tolist() == [n * half.size] * 2, x
+    MPI.Finalize()
+    assert MPI.Is_finalized() and lockstep.is_initialized()
+    return r, n
+
+
 MODES = {"interop": interop, "lockstep-first": lockstep_first, "mpi4py-first": mpi4py_first,
-         "lockstep-finalize": lockstep_finalize, "mpi4py-first-lockstep-finalize": mpi4py_first_lockstep_finalize}
+         "lockstep-finalize": lockstep_finalize, "mpi4py-first-lockstep-finalize": mpi4py_first_lockstep_finalize,
+         "mpi4py-finalize": mpi4py_finalize}
 
 if __name__ == "__main__":
     mode = sys.argv[1]

@@ -404,6 +404,36 @@ def check_same_memory_other_views(comm, r, n):
     np.testing.assert_array_equal(as_int, np.ones(4, dtype=np.int32))
 
 
+def check_cache_eviction_within_a_call(comm, r, n):
+    # An input found among the remembered buffers, then an output that pushes it out of them in the same call: the
+    # call must still use the input (not the memory of a released handle). Every collective that takes an output.
+    x = np.full(4, r + 1.0, dtype=np.float32)
+    others = [np.zeros(i + 5, dtype=np.float32) for i in range(8)]
+    rows = np.arange(4 * n, dtype=np.float32) + 100 * r
+    cases = [
+        ("allreduce", lambda out: comm.allreduce(x, out=out), np.zeros(4, np.float32),
+         np.full(4, n * (n + 1) / 2, np.float32)),
+        ("allgather", lambda out: comm.allgather(x, out=out), np.zeros(4 * n, np.float32),
+         np.concatenate([np.full(4, q + 1.0, np.float32) for q in range(n)])),
+        ("reduce_scatter", lambda out: comm.reduce_scatter(rows, out=out), np.zeros(4, np.float32),
+         sum(np.arange(4 * n, dtype=np.float32) + 100 * q for q in range(n))[4 * r:4 * r + 4]),
+        ("alltoall", lambda out: comm.alltoall(rows, out=out), np.zeros(4 * n, np.float32),
+         np.concatenate([(np.arange(4 * n, dtype=np.float32) + 100 * q)[4 * r:4 * r + 4] for q in range(n)])),
+    ]
+    for name, call, out, expected in cases:
+        for rounds in range(6):  # the input's place among the remembered buffers moves with each round
+            comm.allreduce(x.copy())
+            comm.allreduce(x)
+            x[:] = r + 1.0
+            for other in others[:rounds]:
+                comm.allreduce(other)
+            rows[:] = np.arange(4 * n, dtype=np.float32) + 100 * r
+            out[:] = 0
+            call(out)
+            x[:] = r + 1.0
+            np.testing.assert_array_equal(out, expected, err_msg=f"{name} after {rounds} other buffers")
+
+
 def check_conversion_rejected(comm, r, n):
     # Debug mode on: arguments only the last rank cannot convert (an int16 array, a strided view, a bad op name)
     # join the collective as rejected, so no rank waits: every rank raises the same CallRejectedError naming it.
@@ -436,7 +466,7 @@ def main():
     r, n = comm.rank, comm.size
     for check in (check_in_place, check_dlpack_shares, check_read_only, check_bool_float16, check_every_collective,
                   check_communicators, check_errors, check_gil_released, check_batch_size, check_conversion_rejected,
-                  check_same_memory_other_views):
+                  check_same_memory_other_views, check_cache_eviction_within_a_call):
         check(comm, r, n)
         comm.barrier()
         if r == 0:

@@ -128,14 +128,11 @@ def _at_exit():
     """Finalises lockstep when the interpreter ends. This runs before mpi4py's own exit handler (a Py_AtExit
     function, which comes after every atexit one): lockstep frees its communicators while MPI still runs, and calls
     MPI_Finalize only if it initialised MPI; mpi4py then finalises only if it initialised MPI and it is not finalised.
-    When someone else finalised MPI already (mpi4py's MPI.Finalize()), lockstep stays away from it."""
+    When someone else finalised MPI already (mpi4py's MPI.Finalize()), lockstep's finalize makes no MPI call and only
+    releases its own state, which must still happen before the interpreter's teardown."""
     if not _lockstep.is_initialized():
         return
     try:
-        if not _lockstep.owns_mpi():
-            mpi = _sys.modules.get("mpi4py.MPI")
-            if mpi is not None and mpi.Is_finalized():
-                return
         _lockstep.finalize()
     except Error as error:  # pragma: no cover - nothing left to report it to but stderr
         print(f"lockstep: finalize at exit failed: {error}", file=_sys.stderr)

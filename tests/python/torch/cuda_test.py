@@ -1,6 +1,7 @@
 """torch.distributed's backend "lockstep" on CUDA tensors (under mpirun, 2 or 3 ranks; every rank uses device
 rank % device_count): the collectives DDP and user code call, on the caller's device memory, against results computed
-on the CPU; then debug mode's mismatch report for a dist.all_reduce of device tensors of shapes [3] and [4].
+on the CPU; three DDP steps of a model on the device against the same steps on the CPU (ddp_test.py compares the CPU
+run with gloo); then debug mode's mismatch report for a dist.all_reduce of device tensors of shapes [3] and [4].
 
 Ends with "SKIP torch_cuda rank r/n" on every rank where torch has no CUDA device (run_job.py counts that as
 skipped).
@@ -14,9 +15,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 import lockstep  # noqa: E402
 import lockstep.torch  # noqa: E402
+from ddp_test import STEPS, Net, batch  # noqa: E402
 from harness import caller_line, raises, run, skip  # noqa: E402
 
 NAME = "torch_cuda"
@@ -80,6 +83,27 @@ def check_collectives(r, n, device):
     dist.barrier()
 
 
+def check_ddp(r, device):
+    """The same DDP training on the device and on the CPU (float64, ranks 2+ contribute zero gradients): DDP's reducer
+    hands the backend bucketed views of device memory, and the parameters must come out the same."""
+    results = []
+    for where in (device, torch.device("cpu")):
+        ids = [where.index] if where.type == "cuda" else None
+        model = DistributedDataParallel(Net(r, False).to(where), device_ids=ids)
+        optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -12)
+        for step in range(STEPS):
+            optimizer.zero_grad()
+            x, target = batch(r, step)
+            loss = ((model(x.to(where)) - target.to(where)) ** 2).sum() * (1.0 if r < 2 else 0.0)
+            loss.backward()
+            optimizer.step()
+        results.append([t.detach().cpu() for t in list(model.module.parameters()) + list(model.module.buffers())])
+    on_device, on_cpu = results
+    for a, b in zip(on_device, on_cpu):
+        assert torch.allclose(a, b, rtol=0, atol=1e-12), f"DDP on {device}: {a} != on the CPU {b}"
+    assert on_device[-1].item() == 2.0, "the buffer is not rank 0's"
+
+
 def check_debug_mismatch(r, n, device):
     world = dist.group.WORLD
     world.comm.debug = True
@@ -99,6 +123,7 @@ def main():
     device = torch.device("cuda", r % torch.cuda.device_count())
     torch.cuda.set_device(device)
     check_collectives(r, n, device)
+    check_ddp(r, device)
     check_debug_mismatch(r, n, device)
     dist.destroy_process_group()
     return r, n
