@@ -240,11 +240,15 @@ private:
 
 // Set when a collective's body reaches its C call (joined() below tells conversion failures from the call's own).
 thread_local bool g_call_started = false;
+// How many collectives this thread has taken part in, by a C call or by joining one as rejected: a wrapper that raises
+// (the torch backend's checks) tells from it whether its rank entered the collective, or must still join it.
+thread_local uint64_t g_calls_entered = 0;
 
 // Runs `call` (a C collective taking the options last) with the GIL released, then raises its failure.
 template <typename Call>
 void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) {
     g_call_started = true;  // from here on, a failure is the collective's own (joined())
+    ++g_calls_entered;
     CallOptions options(tag, stream);
     lockstep_status_t status;
     {
@@ -261,6 +265,7 @@ void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) 
 void reject_conversion(lockstep_comm_t comm, lockstep_collective_t kind, int32_t root, const char* why) {
     CallOptions options(std::nullopt, std::nullopt);  // the caller's place, as the collective would have passed it
     lockstep_status_t status;
+    ++g_calls_entered;
     {
         py::gil_scoped_release release;
         status = lockstep_reject_call(comm, kind, root, LOCKSTEP_SUM, why, options.get());
@@ -1138,6 +1143,7 @@ extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* arg
                 lockstep_status_t status;
                 {
                     CallOptions options(std::nullopt, std::nullopt);
+                    ++g_calls_entered;
                     PyThreadState* saved = PyEval_SaveThread();
                     status = lockstep_allreduce(c->usable_handle(), handle, handle, LOCKSTEP_SUM, options.get());
                     PyEval_RestoreThread(saved);
@@ -1195,6 +1201,9 @@ PYBIND11_MODULE(_lockstep, m) {
             clear_places();  // which frames are wrappers' changed
         },
         "Frames in these directories are not call sites.");
+    m.def(
+        "_calls_entered", []() { return g_calls_entered; },
+        "How many collectives this thread has entered (by a call, or by joining one as rejected).");
     m.def("_caller_site", []() {
         CallSite site = caller_site();
         return py::make_tuple(site.file != nullptr ? site.file : "", site.line,
@@ -1412,6 +1421,28 @@ PYBIND11_MODULE(_lockstep, m) {
                 return communicator_or_none(out);
             },
             py::arg("ranks"), py::arg("tag") = 0)
+        .def(
+            "_reject",
+            [](Communicator& c, const std::string& kind, int32_t root, const std::string& message) {
+                static const std::pair<const char*, lockstep_collective_t> kinds[] = {
+                    {"barrier", LOCKSTEP_COLLECTIVE_BARRIER},   {"broadcast", LOCKSTEP_COLLECTIVE_BROADCAST},
+                    {"reduce", LOCKSTEP_COLLECTIVE_REDUCE},     {"allreduce", LOCKSTEP_COLLECTIVE_ALLREDUCE},
+                    {"gather", LOCKSTEP_COLLECTIVE_GATHER},     {"allgather", LOCKSTEP_COLLECTIVE_ALLGATHER},
+                    {"scatter", LOCKSTEP_COLLECTIVE_SCATTER},   {"reduce_scatter", LOCKSTEP_COLLECTIVE_REDUCE_SCATTER},
+                    {"alltoall", LOCKSTEP_COLLECTIVE_ALLTOALL}, {"gather_uneven", LOCKSTEP_COLLECTIVE_GATHER_UNEVEN}};
+                for (const auto& [name, value] : kinds) {
+                    if (kind == name) {
+                        reject_conversion(c.handle(), value, root, message.c_str());
+                        return;
+                    }
+                }
+                raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                             "Communicator._reject: unknown collective '" + kind + "'");
+            },
+            py::arg("kind"), py::arg("root"), py::arg("message"),
+            "Joins the collective `kind` as rejected (this rank cannot make it): in debug mode every rank raises the "
+            "same CallRejectedError naming this rank and `message`; otherwise it returns and the caller raises its own "
+            "error.")
         .def("free", &Communicator::free)
         .def("async_error",
              [](Communicator& c) -> py::object {

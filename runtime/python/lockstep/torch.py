@@ -22,6 +22,7 @@ rank order; the group is then lockstep's world communicator (the same ranks in t
 Communicator.world().create_group(ranks), created by the members alone.
 """
 import datetime
+import functools
 import os
 import socket
 import zlib
@@ -203,6 +204,29 @@ def _completed(result):
 # ------------------------------------------------------------------------------------------------ the process group
 
 
+def _joined(kind):
+    """A method that checks its arguments before its collective: when it raises before this rank entered any
+    collective (a dtype or op lockstep lacks, lists of the wrong length, a torch error while laying tensors out), this
+    rank joins the collective as rejected, so the other ranks, already in it, are not left waiting. In debug mode every
+    rank then raises the same CallRejectedError naming this rank and the reason; otherwise this rank's own error."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            entered = lockstep._lockstep._calls_entered()
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as error:
+                if lockstep._lockstep._calls_entered() == entered and not self.comm.freed:
+                    self.comm._reject(kind, -1, f"lockstep backend: {method.__name__}: {type(error).__name__}: "
+                                                f"{error}")
+                raise
+
+        return call
+
+    return wrap
+
+
 class ProcessGroupLockstep(_c10d.ProcessGroup):
     """A torch.distributed process group over a lockstep Communicator whose rank i is the group's rank i.
 
@@ -221,6 +245,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
 
     # ---------------------------------------------------------------------------------------- reductions
 
+    @_joined("allreduce")
     def allreduce(self, tensors, opts=None):
         tensor = _single(tensors, "allreduce")
         _check_dtype(tensor, "allreduce")
@@ -228,6 +253,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _in_place(tensor, lambda x: self.comm.allreduce(x, op=op, tag="torch allreduce"))
         return _completed([tensor])
 
+    @_joined("allreduce")
     def allreduce_coalesced(self, tensors, opts=None):
         """One allreduce over the tensors laid end to end (as gloo does): they share one dtype."""
         if not tensors:
@@ -247,6 +273,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             offset += tensor.numel()
         return _completed(list(tensors))
 
+    @_joined("reduce")
     def reduce(self, tensors, opts=None, op=None):
         if isinstance(tensors, torch.Tensor):  # reduce(tensor, root, op=SUM)
             root, reduce_op = opts, op
@@ -261,6 +288,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _in_place(tensor, lambda x: self.comm.reduce(x, root=root, op=lockstep_op, tag="torch reduce"))
         return _completed([tensor])
 
+    @_joined("reduce_scatter")
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         if isinstance(output_tensors, torch.Tensor):  # reduce_scatter(output, inputs, op=SUM)
             output, inputs, op = output_tensors, input_tensors, opts
@@ -279,6 +307,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                                                              tag="torch reduce_scatter"))
         return _completed([output])
 
+    @_joined("reduce_scatter")
     def _reduce_scatter_base(self, output, input, opts=None):
         _check_dtype(output, "_reduce_scatter_base")
         if input.dtype != output.dtype or input.numel() != self.size() * output.numel():
@@ -294,6 +323,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
 
     # ---------------------------------------------------------------------------------------- one to all, all to one
 
+    @_joined("broadcast")
     def broadcast(self, tensors, opts=None):
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root)
             root = opts
@@ -307,6 +337,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _in_place(tensor, lambda x: self.comm.broadcast(x, root=root, tag="torch broadcast"))
         return _completed([tensor])
 
+    @_joined("gather")
     def gather(self, output_tensors, input_tensors, opts=None):
         if isinstance(input_tensors, torch.Tensor):  # gather(outputs, input, root)
             outputs, tensor, root = output_tensors, input_tensors, opts
@@ -327,6 +358,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 output.copy_(block.view(output.shape))
         return _completed([outputs] if outputs else [])
 
+    @_joined("scatter")
     def scatter(self, output_tensors, input_tensors, opts=None):
         if isinstance(output_tensors, torch.Tensor):  # scatter(output, inputs, root)
             output, inputs, root = output_tensors, input_tensors, opts
@@ -348,6 +380,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
 
     # ---------------------------------------------------------------------------------------- all to all
 
+    @_joined("allgather")
     def allgather(self, output_tensors, input_tensors, opts=None):
         if isinstance(input_tensors, torch.Tensor):  # allgather(outputs, input)
             outputs, tensor = output_tensors, input_tensors
@@ -364,6 +397,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             output.copy_(block.view(output.shape))
         return _completed([outputs])
 
+    @_joined("allgather")
     def _allgather_base(self, output, input, opts=None):
         _check_dtype(input, "_allgather_base")
         if output.dtype != input.dtype or output.numel() != self.size() * input.numel():
@@ -378,6 +412,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             output.copy_(work)
         return _completed([output])
 
+    @_joined("allgather")
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """One allgather of the inputs laid end to end; output_lists[r][j] gets rank r's input_list[j]."""
         _count(output_lists, self.size(), "allgather_coalesced")
@@ -405,6 +440,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 offset += output.numel()
         return _completed(output_lists)
 
+    @_joined("alltoall")
     def alltoall(self, output_tensors, input_tensors, opts=None):
         """Block j of this rank's input list to rank j: the tensors laid end to end, one alltoall_base."""
         _count(output_tensors, self.size(), "alltoall")
@@ -425,6 +461,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             offset += output.numel()
         return _completed(list(output_tensors))
 
+    @_joined("alltoall")
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         _check_dtype(input, "all_to_all_single")
         if output.dtype != input.dtype:
@@ -507,6 +544,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
 
     # ---------------------------------------------------------------------------------------- barrier
 
+    @_joined("barrier")
     def barrier(self, opts=None):
         self.comm.barrier(tag="torch barrier")
         return _completed([])

@@ -1,6 +1,9 @@
 """Debug mode through the backend "lockstep", under mpirun (2 and 3 ranks): torch.distributed.all_reduce of a [3] tensor
 on rank 0 and of a [4] tensor on the others raises lockstep.SignatureMismatchError on every rank, with the same text
 everywhere, naming each rank's shape and its line in this file (lockstep skips its own frames and torch.distributed's).
+Then arguments that the backend itself refuses on the last rank only (a dtype lockstep lacks, an op it lacks, a list of
+the wrong length, outputs of the wrong shape): every rank raises the same lockstep.CallRejectedError naming that rank
+and the reason, at once, instead of waiting for the watchdog.
 
 Usage: mpirun -n N python3 debug_mismatch_test.py [init|env]
   init (default): debug mode from lockstep.init(debug=True)
@@ -19,6 +22,30 @@ import lockstep.torch  # noqa: E402
 from harness import caller_line, raises, run  # noqa: E402
 
 THIS_FILE = os.path.basename(__file__)
+
+
+def check_refused_on_one_rank(r, n, gloo):
+    last = r == n - 1
+    cases = [
+        ("int16", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16 if last else torch.int32))),
+        ("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
+                                         op=dist.ReduceOp.BAND if last else dist.ReduceOp.SUM)),
+        ("needs one tensor per rank", lambda: dist.reduce_scatter(
+            torch.zeros(2), [torch.ones(2) for _ in range(n - 1 if last else n)])),
+        ("elements", lambda: dist.all_gather([torch.zeros(3 if last else 2) for _ in range(n)], torch.ones(2))),
+    ]
+    for word, call in cases:
+        with raises(lockstep.CallRejectedError) as caught:
+            call()
+        text = str(caught.error)
+        assert f"Process {n - 1}" in text and word in text, (word, text)
+        texts = [None] * n
+        dist.all_gather_object(texts, text, group=gloo)
+        assert all(t == text for t in texts), texts
+        # Nothing is left half-done: the next call works everywhere.
+        x = torch.ones(2)
+        dist.all_reduce(x)
+        assert torch.equal(x, torch.full((2,), float(n))), (word, x)
 
 
 def main():
@@ -61,6 +88,8 @@ def main():
     x = torch.ones(4)
     dist.all_reduce(x)
     assert torch.equal(x, torch.full((4,), float(n))), x
+
+    check_refused_on_one_rank(r, n, gloo)
     dist.barrier(group=gloo)
     dist.destroy_process_group()
     return r, n
