@@ -28,6 +28,11 @@ BatchSizeResult find_executable_batch_size(std::int64_t starting_batch_size,
     if (options.minimum < 1) {
         throw InvalidArgumentError(fmt::format("find_executable_batch_size: minimum {} must be >= 1", options.minimum));
     }
+    if (starting_batch_size < 1) {
+        throw InvalidArgumentError(fmt::format(
+            "find_executable_batch_size: starting batch size {} must be >= 1 (the size the search tries first)",
+            starting_batch_size));
+    }
     const Logger log = get_logger("lockstep.batch_size");
     BatchSizeResult result;
     std::int64_t size = starting_batch_size;

@@ -112,6 +112,15 @@ BOOST_AUTO_TEST_CASE(refine_upward_finds_the_exact_largest_size) {
     BOOST_TEST(r2.batch_size == 31);  // 100, 75, 56, 42, 31
 }
 
+BOOST_AUTO_TEST_CASE(a_starting_size_below_one_is_refused) {
+    int calls = 0;
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{-4}}) {
+        BOOST_CHECK_THROW((void)find_executable_batch_size(start, [&](std::int64_t) { ++calls; }),
+                          InvalidArgumentError);
+    }
+    BOOST_TEST(calls == 0);
+}
+
 BOOST_AUTO_TEST_CASE(exhaustion_is_the_familiar_error) {
     try {
         (void)find_executable_batch_size(8, [&](std::int64_t s) { synthetic_memory(s, R() == N() - 1 ? 0 : 100); });

@@ -5,9 +5,26 @@
 
 namespace lockstep {
 
+namespace {
+
+// A message tag MPI takes: 0 up to the communicator's MPI_TAG_UB (at least 32767 by the standard).
+void check_tag(MPI_Comm comm, int tag, const char* what) {
+    int* upper = nullptr;
+    int found = 0;
+    LOCKSTEP_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &upper, &found));
+    const int largest = found != 0 && upper != nullptr ? *upper : 32767;
+    if (tag < 0 || tag > largest) {
+        throw InvalidArgumentError(fmt::format(
+            "{}: tag {} is out of range; MPI message tags run from 0 to {} on this communicator", what, tag, largest));
+    }
+}
+
+}  // namespace
+
 void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
     t.check_defined("send");
     impl_->check_peer(dest, OpKind::Send);
+    check_tag(impl_->comm, tag, "send");
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Send, .input = &t, .root = dest, .message_tag = tag, .site = site});
     const int n = detail::checked_count(t.numel(), "send");
@@ -20,6 +37,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     out.check_defined("recv");
     out.check_writable("recv");
     impl_->check_peer(source, OpKind::Recv);
+    check_tag(impl_->comm, tag, "recv");
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");
@@ -41,6 +59,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
 int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
     out.check_defined("recv");
     out.check_writable("recv");
+    check_tag(impl_->comm, tag, "recv");
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");

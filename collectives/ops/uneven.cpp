@@ -4,6 +4,13 @@
 
 #include "../communicator_impl.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
 namespace lockstep {
 
 Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
@@ -17,9 +24,56 @@ Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
     impl_->run({.op = OpKind::GatherUneven, .input = &t, .varying_dim = 0, .site = site}, prepare, [&] {
         const std::int64_t row =
             t.size(0) == 0 ? shape_numel(Shape(t.shape().begin() + 1, t.shape().end())) : t.numel() / t.size(0);
-        std::int64_t mine = t.size(0);
-        std::vector<std::int64_t> rows(static_cast<std::size_t>(impl_->size));
-        impl_->mpi(MPI_Allgather(&mine, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, impl_->comm), "MPI_Allgather");
+        // Each rank's row count with what its rows are (dtype, rank, trailing dimensions): ranks whose rows differ
+        // would otherwise pair counts of elements that are not the same things, and only some of them would notice.
+        constexpr std::size_t kDims = 6;
+        using Layout = std::array<std::int64_t, 4 + kDims>;  // rows, dtype, ndim, hash of the trailing dims, dims
+        const auto layout_of = [&] {
+            Layout l{};
+            l[0] = t.size(0);
+            l[1] = static_cast<std::int64_t>(t.dtype());
+            l[2] = t.dim();
+            std::uint64_t h = 1469598103934665603ULL;
+            for (std::int64_t i = 1; i < t.dim(); ++i) {
+                h = (h ^ static_cast<std::uint64_t>(t.size(i))) * 1099511628211ULL;
+                if (static_cast<std::size_t>(i) <= kDims) l[3 + static_cast<std::size_t>(i)] = t.size(i);
+            }
+            l[3] = static_cast<std::int64_t>(h >> 1);
+            return l;
+        };
+        const Layout mine = layout_of();
+        std::vector<Layout> layouts(static_cast<std::size_t>(impl_->size));
+        impl_->mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, layouts.data(),
+                                 static_cast<int>(mine.size()), MPI_INT64_T, impl_->comm),
+                   "MPI_Allgather");
+        const bool same_rows = std::all_of(layouts.begin(), layouts.end(), [&](const Layout& l) {
+            return std::equal(l.begin() + 1, l.end(), layouts.front().begin() + 1);
+        });
+        if (!same_rows) {
+            std::string each;
+            for (std::size_t r = 0; r < layouts.size(); ++r) {
+                const Layout& l = layouts[r];
+                std::vector<std::string> dims{std::to_string(l[0])};
+                for (std::int64_t i = 1; i < l[2]; ++i) {
+                    dims.push_back(static_cast<std::size_t>(i) <= kDims
+                                       ? std::to_string(l[3 + static_cast<std::size_t>(i)])
+                                       : std::string("..."));
+                    if (static_cast<std::size_t>(i) > kDims) break;
+                }
+                each += fmt::format("\n  - Process {}: {}[{}]", r, dtype_name(static_cast<DType>(l[1])),
+                                    fmt::join(dims, ", "));
+            }
+            const bool same_dtype = std::all_of(layouts.begin(), layouts.end(),
+                                                [&](const Layout& l) { return l[1] == layouts.front()[1]; });
+            const std::string text = fmt::format(
+                "gather_uneven: the processes' rows differ (only the first dimension may vary; every process "
+                "raises this, nothing was gathered):{}",
+                each);
+            if (!same_dtype) throw DTypeError(text);
+            throw ShapeError(text);
+        }
+        std::vector<std::int64_t> rows(layouts.size());
+        for (std::size_t r = 0; r < layouts.size(); ++r) rows[r] = layouts[r][0];
         std::vector<int> counts(rows.size()), displs(rows.size());
         std::int64_t total = 0;
         for (std::size_t r = 0; r < rows.size(); ++r) {

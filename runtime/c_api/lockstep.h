@@ -197,7 +197,8 @@ typedef struct lockstep_init_options {
 
 /* Use lockstep_init. Collective over every process (it also makes the world communicator and runs lockstep's
  * start-up checks). Initialises MPI unless the program (or mpi4py, or another library) already did, in which case
- * lockstep adopts it and will never finalise it. Idempotent: later calls return the same runtime. */
+ * lockstep adopts it and will never finalise it. Idempotent: later calls return the same runtime. Once MPI is
+ * finalised (by lockstep_finalize or the program) it cannot start again: LOCKSTEP_ERROR_INVALID_USAGE. */
 LOCKSTEP_C_API lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep_init_options_t* options,
                                                          lockstep_runtime_t* runtime);
 /* Passes this header's version: a library older than the header, or of another major version, answers
@@ -208,7 +209,8 @@ static inline lockstep_status_t lockstep_init(const lockstep_init_options_t* opt
 LOCKSTEP_C_API int32_t lockstep_is_initialized(void);
 /* Frees lockstep's communicators and calls MPI_Finalize only if lockstep initialised MPI. Idempotent. */
 LOCKSTEP_C_API lockstep_status_t lockstep_finalize(void);
-/* Rank and size of the runtime's processes, local rank and size on this node. Any pointer may be NULL. */
+/* Rank and size of the runtime's processes, local rank and size on this node. Any pointer may be NULL.
+ * LOCKSTEP_ERROR_INVALID_USAGE before lockstep_init. */
 LOCKSTEP_C_API lockstep_status_t lockstep_runtime_identity(lockstep_runtime_t runtime, int32_t* rank, int32_t* size,
                                                            int32_t* local_rank, int32_t* local_size);
 /* 1 when lockstep called MPI_Init (and will call MPI_Finalize), 0 when it adopted an MPI already running. */
@@ -229,7 +231,9 @@ typedef struct lockstep_comm_options {
  * lockstep_comm_free; the world communicator itself lives until lockstep_finalize. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_world(lockstep_comm_t* comm);
 /* From a Fortran handle (MPI_Comm_c2f; what mpi4py's Comm.py2f() gives), duplicated: the caller's communicator is
- * never used for lockstep's traffic or freed by lockstep. Collective over that communicator. */
+ * never used for lockstep's traffic or freed by lockstep. Collective over that communicator. A value that is no live
+ * communicator's handle is LOCKSTEP_ERROR_INVALID_ARGUMENT (where MPI can tell; a freed handle's index reused by MPI
+ * cannot be told apart). */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_from_fortran(int64_t fortran_handle,
                                                             const lockstep_comm_options_t* options,
                                                             lockstep_comm_t* comm);

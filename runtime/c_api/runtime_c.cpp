@@ -13,6 +13,8 @@
 
 #include <fmt/core.h>
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <array>
 #include <new>
@@ -312,6 +314,15 @@ lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
                  fmt::format("lockstep_init: debug is {}; use -1 (configuration), 0 (off) or 1 (on)", o.debug));
         }
+        if (!Runtime::initialized()) {
+            int finalized = 0;
+            MPI_Finalized(&finalized);
+            if (finalized != 0) {
+                fail(LOCKSTEP_ERROR_INVALID_USAGE,
+                     "lockstep_init: MPI was finalised in this process (by lockstep_finalize or MPI_Finalize) and "
+                     "cannot start again; initialise lockstep once, before MPI_Finalize");
+            }
+        }
         RuntimeOptions ro;
         if (o.debug >= 0) ro.config.debug = o.debug == 1;
         if (o.timeout >= 0.0) ro.config.timeout = o.timeout;
@@ -345,6 +356,9 @@ lockstep_status_t lockstep_finalize(void) {
 lockstep_status_t lockstep_runtime_identity(lockstep_runtime_t /*runtime*/, int32_t* rank, int32_t* size,
                                             int32_t* local_rank, int32_t* local_size) {
     return guarded(nullptr, [&] {
+        if (!Runtime::initialized()) {
+            fail(LOCKSTEP_ERROR_INVALID_USAGE, "lockstep_runtime_identity: call lockstep_init first");
+        }
         const ProcessIdentity id = current_identity();
         if (rank != nullptr) *rank = id.rank;
         if (size != nullptr) *size = id.size;

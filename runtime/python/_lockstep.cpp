@@ -757,21 +757,31 @@ py::object tensor_dlpack(const Tensor& tensor, const py::object& stream, const p
     if (!stream.is_none() && !py::isinstance<py::int_>(stream)) {
         throw py::type_error("__dlpack__: stream must be None or an integer");
     }
-    // lockstep's collectives return with their results in memory, so there is no pending work to order on `stream`.
-    bool versioned = false;
-    if (!max_version.is_none()) {
-        py::sequence version = py::reinterpret_borrow<py::sequence>(max_version);
-        if (version.size() < 1) throw py::value_error("__dlpack__: max_version must be a (major, minor) tuple");
-        versioned = version[0].cast<int>() >= 1;
+    // The protocol's rule: a device without streams (the CPU) takes stream=None only.
+    if (!stream.is_none() && tensor.device().type == LOCKSTEP_DEVICE_CPU) {
+        PyErr_SetString(PyExc_BufferError, "__dlpack__: a CPU tensor takes stream=None (CPU memory has no streams)");
+        throw py::error_already_set();
     }
+    // lockstep's collectives return with their results in memory, so there is no pending work to order on `stream`.
+    // A (major, minor) pair of integers, as the protocol's max_version and dl_device are.
+    const auto int_pair = [](const py::object& value, const char* what) {
+        if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
+            throw py::type_error(std::string("__dlpack__: ") + what + " must be a tuple of two integers");
+        }
+        py::sequence pair = py::reinterpret_borrow<py::sequence>(value);
+        if (pair.size() != 2 || !py::isinstance<py::int_>(pair[0]) || !py::isinstance<py::int_>(pair[1])) {
+            throw py::type_error(std::string("__dlpack__: ") + what + " must be a tuple of two integers");
+        }
+        return std::pair<int, int>{pair[0].cast<int>(), pair[1].cast<int>()};
+    };
+    bool versioned = false;
+    if (!max_version.is_none()) versioned = int_pair(max_version, "max_version (major, minor)").first >= 1;
     const bool must_copy = !copy.is_none() && copy.cast<bool>();
     const bool no_copy = !copy.is_none() && !copy.cast<bool>();
     const lockstep_device_t own = tensor.device();
     std::optional<lockstep_device_t> target;
     if (!dl_device.is_none()) {
-        py::sequence requested = py::reinterpret_borrow<py::sequence>(dl_device);
-        const int type = requested[0].cast<int>();
-        const int index = requested[1].cast<int>();
+        const auto [type, index] = int_pair(dl_device, "dl_device (device type, index)");
         if (type == kDLCPU || type == kDLCUDAHost) {
             target = lockstep_device_t{LOCKSTEP_DEVICE_CPU, 0};
         } else if (type == kDLCUDA) {
@@ -1294,7 +1304,21 @@ PYBIND11_MODULE(_lockstep, m) {
                  const lockstep_device_t device = t.device();
                  return py::make_tuple(device.type == LOCKSTEP_DEVICE_CPU ? int(kDLCPU) : int(kDLCUDA), device.index);
              })
-        .def("numpy", [](py::object self) { return py::module_::import("numpy").attr("asarray")(self); })
+        .def("numpy",
+             [](py::object self) {
+                 // np.asarray would wrap an object it cannot read as a 0-d object array, silently.
+                 const Tensor& t = self.cast<const Tensor&>();
+                 if (t.device().type != LOCKSTEP_DEVICE_CPU) {
+                     raise_status(LOCKSTEP_ERROR_DEVICE, "numpy(): the tensor is on " + device_name(t.device()) +
+                                                             "; numpy reads host memory only (use "
+                                                             "torch.from_dlpack, or a CPU tensor)");
+                 }
+                 if (t.dtype() == LOCKSTEP_BFLOAT16) {
+                     raise_status(LOCKSTEP_ERROR_DTYPE,
+                                  "numpy(): numpy has no bfloat16; use torch.from_dlpack(t), or a float32 tensor");
+                 }
+                 return py::module_::import("numpy").attr("asarray")(self);
+             })
         .def("__len__",
              [](const Tensor& t) {
                  std::vector<int64_t> shape = t.shape();

@@ -437,6 +437,13 @@ static void test_point_to_point_mpi_error(lockstep_comm_t world, int rank) {
     if (rank == 1) CHECK_STATUS(lockstep_recv(world, small, 0, 3, NULL, NULL), LOCKSTEP_ERROR_MPI);
     lockstep_tensor_release(big);
     lockstep_tensor_release(small);
+    /* Arguments MPI would take as an error of its own: refused first, as invalid arguments. */
+    big = tensor_f32(NULL, 4);
+    CHECK_STATUS(lockstep_send(world, big, 1 - rank % 2, -5, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(lockstep_recv(world, big, LOCKSTEP_ANY_SOURCE, -5, NULL, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(lockstep_broadcast(world, big, big, -1, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(lockstep_reduce(world, big, big, LOCKSTEP_SUM, -1, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    lockstep_tensor_release(big);
 }
 
 static int64_t batch_calls = 0;
@@ -586,6 +593,7 @@ int main(void) {
     int32_t rank = 0, size = 0, total = 0;
     test_versions();
     test_status_strings();
+    CHECK_STATUS(lockstep_runtime_identity(NULL, &rank, &size, NULL, NULL), LOCKSTEP_ERROR_INVALID_USAGE);
     OK(lockstep_init(NULL, &runtime));
     OK(lockstep_init(NULL, &runtime)); /* idempotent */
     CHECK(lockstep_is_initialized() == 1 && runtime != NULL);
@@ -619,6 +627,9 @@ int main(void) {
     {
         lockstep_comm_t late = NULL;
         CHECK_STATUS(lockstep_comm_world(&late), LOCKSTEP_ERROR_INVALID_USAGE);
+        /* lockstep started MPI and finalised it: MPI cannot start again. */
+        CHECK_STATUS(lockstep_init(NULL, NULL), LOCKSTEP_ERROR_INVALID_USAGE);
+        CHECK(strstr(lockstep_last_error(), "finalised") != NULL);
     }
     if (rank == 0) printf("c_api_test: %d checks on rank 0, %d failures over all ranks\n", checks, total);
     return total == 0 && failures == 0 ? 0 : 1;

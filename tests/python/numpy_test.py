@@ -434,6 +434,22 @@ def check_cache_eviction_within_a_call(comm, r, n):
             np.testing.assert_array_equal(out, expected, err_msg=f"{name} after {rounds} other buffers")
 
 
+def check_uneven_rows_differ(comm, r, n):
+    # gather_uneven (debug mode off): rows whose trailing shape or dtype differ between ranks are refused by every rank
+    # with the same error naming each rank's rows, instead of a truncation on one rank and garbage on the others.
+    assert not comm.debug
+    error = expect_raises(lockstep.ShapeError, comm.gather_uneven, np.zeros((1, 2 if r == n - 1 else 3), np.int32))
+    text = str(error)
+    assert f"Process {n - 1}: int32[1, 2]" in text and "Process 0: int32[1, 3]" in text, text
+    error = expect_raises(lockstep.DTypeError, comm.gather_uneven,
+                          np.zeros((r + 1, 2), np.float64 if r == 0 else np.float32))
+    assert "Process 0: float64[1, 2]" in str(error) and "Process 1: float32[2, 2]" in str(error), str(error)
+    # Rows that agree still gather, with a varying first dimension.
+    out = comm.gather_uneven(np.full((r + 1, 2), r, np.int32))
+    expected = np.concatenate([np.full((q + 1, 2), q, np.int32) for q in range(n)])
+    np.testing.assert_array_equal(np.asarray(out), expected)
+
+
 def check_conversion_rejected(comm, r, n):
     # Debug mode on: arguments only the last rank cannot convert (an int16 array, a strided view, a bad op name)
     # join the collective as rejected, so no rank waits: every rank raises the same CallRejectedError naming it.
@@ -466,7 +482,7 @@ def main():
     r, n = comm.rank, comm.size
     for check in (check_in_place, check_dlpack_shares, check_read_only, check_bool_float16, check_every_collective,
                   check_communicators, check_errors, check_gil_released, check_batch_size, check_conversion_rejected,
-                  check_same_memory_other_views, check_cache_eviction_within_a_call):
+                  check_same_memory_other_views, check_cache_eviction_within_a_call, check_uneven_rows_differ):
         check(comm, r, n)
         comm.barrier()
         if r == 0:

@@ -202,6 +202,12 @@ def check_dlpack():
         assert capsule_name(t.__dlpack__(**kwargs)) == name, kwargs
     expect_raises(BufferError, t.__dlpack__, dl_device=(2, 0), copy=False)
     expect_raises(TypeError, t.__dlpack__, (1, 0))  # keyword-only
+    # malformed keywords: clear errors, not a raw IndexError
+    for kwargs in [{"max_version": 1}, {"max_version": (1,)}, {"dl_device": (1,)}, {"dl_device": "cpu"}]:
+        error = expect_raises(TypeError, t.__dlpack__, **kwargs)
+        assert "tuple of two integers" in str(error), (kwargs, error)
+    error = expect_raises(BufferError, t.__dlpack__, stream=1)  # a CPU tensor has no streams
+    assert "stream=None" in str(error), error
     # copy=True exports a copy (flagged IS_COPIED in the versioned form)
     copied = lockstep.from_dlpack(_CapsuleHolder(t.__dlpack__(max_version=(1, 0), copy=True)))
     assert copied.data_ptr != t.data_ptr and copied.numpy().tolist() == [[1, 2], [3, 4]]
@@ -273,6 +279,12 @@ def check_parsing():
     error = expect_raises(lockstep.DeviceError, lockstep.empty, (2,), "float32", "tpu")
     assert error.status == 4
     assert repr(lockstep.empty((2,), "bool")) == "lockstep.Tensor(shape=(2,), dtype=bool, device=cpu)"
+    # numpy() of what numpy cannot hold is an error, not a 0-d object array
+    error = expect_raises(lockstep.DTypeError, lockstep.empty((2,), "bfloat16").numpy)
+    assert "bfloat16" in str(error), error
+    # a shape whose bytes overflow is refused, not made smaller than its shape
+    error = expect_raises(lockstep.ShapeError, lockstep.empty, 2 ** 62 + 16)
+    assert "more bytes than memory" in str(error), error
     assert lockstep.version() == tuple(int(p) for p in lockstep.__version__.split("."))
     assert "C interface" in lockstep.build_info() or lockstep.build_info()
     assert lockstep.is_initialized()
