@@ -7,8 +7,10 @@ namespace lockstep {
 
 namespace {
 
-// A message tag MPI takes: 0 up to the communicator's MPI_TAG_UB (at least 32767 by the standard).
-void check_tag(MPI_Comm comm, int tag, const char* what) {
+// A message tag MPI takes: 0 up to the communicator's MPI_TAG_UB (at least 32767 by the standard); a receive also
+// takes MPI_ANY_TAG.
+void check_tag(MPI_Comm comm, int tag, const char* what, bool any_allowed = false) {
+    if (any_allowed && tag == MPI_ANY_TAG) return;
     int* upper = nullptr;
     int found = 0;
     LOCKSTEP_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &upper, &found));
@@ -37,7 +39,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     out.check_defined("recv");
     out.check_writable("recv");
     impl_->check_peer(source, OpKind::Recv);
-    check_tag(impl_->comm, tag, "recv");
+    check_tag(impl_->comm, tag, "recv", true);
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");
@@ -59,7 +61,7 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
 int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
     out.check_defined("recv");
     out.check_writable("recv");
-    check_tag(impl_->comm, tag, "recv");
+    check_tag(impl_->comm, tag, "recv", true);
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");

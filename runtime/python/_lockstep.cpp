@@ -769,10 +769,12 @@ py::object tensor_dlpack(const Tensor& tensor, const py::object& stream, const p
             throw py::type_error(std::string("__dlpack__: ") + what + " must be a tuple of two integers");
         }
         py::sequence pair = py::reinterpret_borrow<py::sequence>(value);
-        if (pair.size() != 2 || !py::isinstance<py::int_>(pair[0]) || !py::isinstance<py::int_>(pair[1])) {
+        // Integers are anything with __index__ (numpy's integer scalars too).
+        const auto integer = [](const py::handle& item) { return PyIndex_Check(item.ptr()) != 0; };
+        if (pair.size() != 2 || !integer(pair[0]) || !integer(pair[1])) {
             throw py::type_error(std::string("__dlpack__: ") + what + " must be a tuple of two integers");
         }
-        return std::pair<int, int>{pair[0].cast<int>(), pair[1].cast<int>()};
+        return std::pair<int, int>{py::int_(pair[0]).cast<int>(), py::int_(pair[1]).cast<int>()};
     };
     bool versioned = false;
     if (!max_version.is_none()) versioned = int_pair(max_version, "max_version (major, minor)").first >= 1;

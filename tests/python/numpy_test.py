@@ -450,6 +450,19 @@ def check_uneven_rows_differ(comm, r, n):
     np.testing.assert_array_equal(np.asarray(out), expected)
 
 
+def check_point_to_point_tags(comm, r, n):
+    # Tags run from 0 to MPI's upper bound; a receive also takes MPI_ANY_TAG (-1). Others are invalid arguments.
+    x = np.full(3, float(r), np.float32)
+    if r == 0:
+        comm.send(x, dest=1, tag=7)
+    elif r == 1:
+        comm.recv(x, source=0, tag=-1)
+        np.testing.assert_array_equal(x, np.zeros(3, np.float32))
+    error = expect_raises(lockstep.InvalidArgumentError, comm.send, x, dest=(r + 1) % n, tag=-5)
+    assert "tag -5" in str(error), error
+    expect_raises(lockstep.InvalidArgumentError, comm.recv, x, source=(r + 1) % n, tag=-2)
+
+
 def check_conversion_rejected(comm, r, n):
     # Debug mode on: arguments only the last rank cannot convert (an int16 array, a strided view, a bad op name)
     # join the collective as rejected, so no rank waits: every rank raises the same CallRejectedError naming it.
@@ -482,7 +495,8 @@ def main():
     r, n = comm.rank, comm.size
     for check in (check_in_place, check_dlpack_shares, check_read_only, check_bool_float16, check_every_collective,
                   check_communicators, check_errors, check_gil_released, check_batch_size, check_conversion_rejected,
-                  check_same_memory_other_views, check_cache_eviction_within_a_call, check_uneven_rows_differ):
+                  check_same_memory_other_views, check_cache_eviction_within_a_call, check_uneven_rows_differ,
+                  check_point_to_point_tags):
         check(comm, r, n)
         comm.barrier()
         if r == 0:

@@ -206,6 +206,8 @@ def check_dlpack():
     for kwargs in [{"max_version": 1}, {"max_version": (1,)}, {"dl_device": (1,)}, {"dl_device": "cpu"}]:
         error = expect_raises(TypeError, t.__dlpack__, **kwargs)
         assert "tuple of two integers" in str(error), (kwargs, error)
+    # integers are anything with __index__ (numpy's integer scalars too)
+    assert capsule_name(t.__dlpack__(max_version=(np.int64(1), np.int64(0)))) == "dltensor_versioned"
     error = expect_raises(BufferError, t.__dlpack__, stream=1)  # a CPU tensor has no streams
     assert "stream=None" in str(error), error
     # copy=True exports a copy (flagged IS_COPIED in the versioned form)

@@ -217,7 +217,8 @@ def _joined(kind):
             try:
                 return method(self, *args, **kwargs)
             except Exception as error:
-                if lockstep._lockstep._calls_entered() == entered and not self.comm.freed:
+                if (lockstep._lockstep._calls_entered() == entered and not self.comm.freed
+                        and not lockstep._lockstep.is_finalized()):
                     self.comm._reject(kind, -1, f"lockstep backend: {method.__name__}: {type(error).__name__}: "
                                                 f"{error}")
                 raise
