@@ -4,6 +4,8 @@
 
 #include "../communicator_impl.hpp"
 
+#include <lockstep/signature.hpp>
+
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -26,19 +28,17 @@ Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
             t.size(0) == 0 ? shape_numel(Shape(t.shape().begin() + 1, t.shape().end())) : t.numel() / t.size(0);
         // Each rank's row count with what its rows are (dtype, rank, trailing dimensions): ranks whose rows differ
         // would otherwise pair counts of elements that are not the same things, and only some of them would notice.
-        constexpr std::size_t kDims = 6;
-        using Layout = std::array<std::int64_t, 4 + kDims>;  // rows, dtype, ndim, hash of the trailing dims, dims
+        constexpr std::size_t kDims = 6;  // trailing dimensions carried for the message; the hash covers them all
+        using Layout = std::array<std::int64_t, 4 + kDims>;  // rows, dtype, ndim, hash without dimension 0, dims
         const auto layout_of = [&] {
             Layout l{};
             l[0] = t.size(0);
             l[1] = static_cast<std::int64_t>(t.dtype());
             l[2] = t.dim();
-            std::uint64_t h = 1469598103934665603ULL;
-            for (std::int64_t i = 1; i < t.dim(); ++i) {
-                h = (h ^ static_cast<std::uint64_t>(t.size(i))) * 1099511628211ULL;
-                if (static_cast<std::size_t>(i) <= kDims) l[3 + static_cast<std::size_t>(i)] = t.size(i);
+            l[3] = static_cast<std::int64_t>(shape_hash(t.shape(), 0));
+            for (std::int64_t i = 1; i < t.dim() && static_cast<std::size_t>(i) <= kDims; ++i) {
+                l[3 + static_cast<std::size_t>(i)] = t.size(i);
             }
-            l[3] = static_cast<std::int64_t>(h >> 1);
             return l;
         };
         const Layout mine = layout_of();
@@ -54,12 +54,10 @@ Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
             for (std::size_t r = 0; r < layouts.size(); ++r) {
                 const Layout& l = layouts[r];
                 std::vector<std::string> dims{std::to_string(l[0])};
-                for (std::int64_t i = 1; i < l[2]; ++i) {
-                    dims.push_back(static_cast<std::size_t>(i) <= kDims
-                                       ? std::to_string(l[3 + static_cast<std::size_t>(i)])
-                                       : std::string("..."));
-                    if (static_cast<std::size_t>(i) > kDims) break;
+                for (std::int64_t i = 1; i < l[2] && static_cast<std::size_t>(i) <= kDims; ++i) {
+                    dims.push_back(std::to_string(l[3 + static_cast<std::size_t>(i)]));
                 }
+                if (static_cast<std::size_t>(l[2]) > kDims + 1) dims.emplace_back("...");
                 each += fmt::format("\n  - Process {}: {}[{}]", r, dtype_name(static_cast<DType>(l[1])),
                                     fmt::join(dims, ", "));
             }
