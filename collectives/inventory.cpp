@@ -1,5 +1,6 @@
 #include "fixed_record.hpp"
 #include "rank_groups.hpp"
+#include "world_hooks.hpp"
 
 #include <lockstep/inventory.hpp>
 #include <lockstep/logging.hpp>
@@ -108,5 +109,11 @@ std::vector<DeviceInventory> run_startup_checks(Communicator& comm) {
     if (auto warning = compare_inventories(inventory)) log.warning("{}", *warning);
     return inventory;
 }
+
+namespace {
+// Every job checks its devices and kernels once, when the world communicator is made.
+[[maybe_unused]] const bool startup_checks_registered =
+    detail::at_world_start([](Communicator& checks) { (void)run_startup_checks(checks); });
+}  // namespace
 
 }  // namespace lockstep

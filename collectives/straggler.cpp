@@ -1,5 +1,6 @@
 #include "fixed_record.hpp"
 #include "wait_statistics.hpp"
+#include "world_hooks.hpp"
 
 #include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
@@ -106,5 +107,11 @@ std::string straggler_report(Communicator& comm) {
     }
     return text;
 }
+
+namespace {
+// The straggler table is a section of every Runtime::report() from the moment the world communicator is made.
+[[maybe_unused]] const bool straggler_report_registered = detail::at_world_start(
+    [](Communicator&) { detail::at_runtime_report([] { return straggler_report(Communicator::world()); }); });
+}  // namespace
 
 }  // namespace lockstep

@@ -1,21 +1,26 @@
-// The world communicator and what starts and ends with it: the start-up checks (device inventory, kernel warnings) on
-// a labelled duplicate, the straggler report as a section of Runtime::report(), and at Runtime::finalize the
-// comparison of how many collectives each process made, then freeing.
+// The world communicator and what starts and ends with it: the hooks registered to start with it (world_hooks.hpp:
+// the device inventory, the straggler report) on a labelled duplicate, and at Runtime::finalize the comparison of how
+// many collectives each process made, then freeing.
 
 #include "communicator_impl.hpp"
 #include "rank_groups.hpp"
 #include "wait_statistics.hpp"
+#include "world_hooks.hpp"
 
 #include <lockstep/internal/arena.hpp>
-#include <lockstep/inventory.hpp>
 #include <lockstep/logging.hpp>
-#include <lockstep/straggler.hpp>
 
 #include <mutex>
 
 namespace lockstep {
 
 namespace {
+
+// Function-local: registrations come from other files' static initialisers, in any order.
+std::vector<detail::WorldStartHook>& world_start_hooks() {
+    static std::vector<detail::WorldStartHook> hooks;
+    return hooks;
+}
 
 struct CallCount {
     std::uint64_t collectives;
@@ -42,6 +47,15 @@ void compare_call_counts(Communicator& checks, std::uint64_t made) {
 
 }  // namespace
 
+bool detail::at_world_start(WorldStartHook hook) {
+    world_start_hooks().push_back(hook);
+    return true;
+}
+
+void detail::run_world_start_hooks(Communicator& checks) {
+    for (WorldStartHook hook : world_start_hooks()) hook(checks);
+}
+
 Communicator& Communicator::world() {
     // Never destroyed: a program that ends without Runtime::finalize (it called MPI_Finalize itself, or none) must not
     // run these communicators' destructors at exit, after the watchdog they report to is gone. Runtime::finalize
@@ -59,13 +73,12 @@ Communicator& Communicator::world() {
         detail::mark_world_start();
         checks = std::make_unique<Communicator>(world->dup());
         detail::Watchdog::instance().label_communicator(checks->impl_->id, "lockstep's start-up checks");
-        run_startup_checks(*checks);
+        detail::run_world_start_hooks(*checks);
         // The arena's set-up, if it fell back: once per node (its first process says it).
         if (auto warning = detail::arena_setup_warning())
             get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
         closing = std::make_unique<Communicator>(checks->dup());
         detail::Watchdog::instance().label_communicator(closing->impl_->id, "lockstep's check at finalize");
-        detail::at_runtime_report([] { return straggler_report(Communicator::world()); });
         // Freed while MPI still runs; the watchdog shows the phase if another rank is still waiting for this one.
         detail::at_runtime_finalize([] {
             detail::Watchdog::instance().set_phase("in lockstep::Runtime::finalize / MPI_Finalize");

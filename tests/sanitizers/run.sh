@@ -35,7 +35,7 @@ case "$flavour" in
     options=("${common_options[@]}" -Doptimization=0 -Db_sanitize=address,undefined
       "-Dcpp_args=$common_flags -fno-sanitize-recover=undefined")
     # Tests that run no lockstep code of their own, or that cannot run against an instrumented library:
-    #   format, format_gate        the clang-format gate reads sources; the plain build runs it
+    #   format, format_gate, layers the clang-format gate and the layer table read sources; the plain build runs them
     #   exported_symbols           reads liblockstep.so's symbol table, which instrumentation changes
     #   install_and_pkgconfig      builds an uninstrumented program with pkg-config alone against the installed,
     #                              instrumented library: ASan refuses to start when its runtime is not loaded first
@@ -45,7 +45,7 @@ case "$flavour" in
     #                              ranks (kept), which the watchdog, not the instrumented code, ends
     # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
     suites=(--suite unit --suite mpi --suite fuzz)
-    exclude=(format format_gate exported_symbols c_api_abi install_and_pkgconfig 'hang_repeat_*' 'shm_hang_*_np3'
+    exclude=(format format_gate layers exported_symbols c_api_abi install_and_pkgconfig 'hang_repeat_*' 'shm_hang_*_np3'
       'shm_hang_*_np4')
     include=()
     # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests
@@ -125,14 +125,14 @@ for name in "${listed[@]}"; do
   if [ "${#include[@]}" -gt 0 ] && ! matches "$name" "${include[@]}"; then continue; fi
   tests+=("$name")
 done
-# A test renamed in tests/meson.build must not drop out of the run unnoticed.
+# A test renamed in tests/*/meson.build must not drop out of the run unnoticed.
 for pattern in "${include[@]}"; do
   found=0
   for name in "${tests[@]}"; do
     if matches "$name" "$pattern"; then found=1; break; fi
   done
   if [ "$found" = 0 ]; then
-    echo "tests/sanitizers/run.sh: $flavour: no test matches '$pattern' (renamed in tests/meson.build?)" >&2
+    echo "tests/sanitizers/run.sh: $flavour: no test matches '$pattern' (renamed in tests/*/meson.build?)" >&2
     exit 1
   fi
 done

@@ -4,7 +4,7 @@
 #define BOOST_TEST_MODULE logging
 #include <boost/test/unit_test.hpp>
 
-#include "test_logging_capture.hpp"
+#include "logging_capture.hpp"
 
 #include <lockstep/errors.hpp>
 #include <lockstep/logging.hpp>

@@ -5,8 +5,8 @@
 
 #include <lockstep.hpp>
 
+#include "logging_capture.hpp"
 #include "runtime_fixture.hpp"
-#include "test_logging_capture.hpp"
 
 #include <chrono>
 #include <thread>

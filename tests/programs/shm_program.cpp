@@ -1,6 +1,6 @@
-// Jobs for tests/shm_test.py: the shared-memory arena under settings and failures that one Boost.Test program cannot
-// cover (each needs its own environment or ends the job). Every process prints "FAIL: ..." for a check that fails,
-// and the job exits 1 when any process failed one.
+// Jobs for tests/collectives/shm_test.py: the shared-memory arena under settings and failures that one Boost.Test
+// program cannot cover (each needs its own environment or ends the job). Every process prints "FAIL: ..." for a check
+// that fails, and the job exits 1 when any process failed one.
 //
 //   shm_program hash     inexact float sums and the other ops through the arena (the default threshold: 64 KiB and
 //                        up): prints "hash <case> <hash of rank 0> ... <hash of rank n-1>" lines on rank 0, which must

@@ -1,7 +1,7 @@
 // The shared-memory collectives (collectives/shm/), run under mpirun: 2, 3 and 4 ranks on one node with
 // LOCKSTEP_SHM_THRESHOLD=0 (every host tensor, 0 and 1 elements included, lies in the arena), 3 ranks of which one
-// keeps its tensors private (LOCKSTEP_TEST_SHM_EXPECT=mixed, tests/shm_test.py mixed), and 2 + 2 and 2 + 1 ranks on
-// two nodes of the ssh test cluster (LOCKSTEP_TEST_EXPECT_NODES=2, tests/shm_test.py cluster).
+// keeps its tensors private (LOCKSTEP_TEST_SHM_EXPECT=mixed, tests/collectives/shm_test.py mixed), and 2 + 2 and 2 + 1
+// ranks on two nodes of the ssh test cluster (LOCKSTEP_TEST_EXPECT_NODES=2, tests/collectives/shm_test.py cluster).
 //
 // Every grid case makes the same call twice: through the arena (the communicator's default) and through MPI
 // (set_shared_memory(false)). It checks which path each took (CommunicatorStats::shm_calls and hierarchical_calls),

@@ -6,7 +6,7 @@
 
 #include "runtime_fixture.hpp"
 
-#include "test_logging_capture.hpp"
+#include "logging_capture.hpp"
 
 #include <stdexcept>
 

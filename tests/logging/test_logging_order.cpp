@@ -7,7 +7,7 @@
 #define BOOST_TEST_MODULE logging_order
 #include <boost/test/unit_test.hpp>
 
-#include "test_logging_capture.hpp"
+#include "logging_capture.hpp"
 
 #include <fmt/format.h>
 #include <boost/process.hpp>
