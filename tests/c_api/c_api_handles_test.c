@@ -211,15 +211,7 @@ static void test_output_dtype(lockstep_comm_t world, int size) {
 int main(void) {
     lockstep_comm_t world = NULL;
     int32_t rank = 0, size = 0, total = 0;
-    OK(lockstep_init(NULL, NULL));
-    OK(lockstep_comm_world(&world));
-    OK(lockstep_comm_rank(world, &rank));
-    OK(lockstep_comm_size(world, &size));
-    my_rank = rank;
-    if (size < 2) {
-        fprintf(stderr, "c_api_handles_test needs at least 2 ranks\n");
-        return 2;
-    }
+    if (start_world("c_api_handles_test", &world, &rank, &size) != 0) return 2;
     test_freed_communicator(world);
     test_foreign_communicators();
     test_released_tensor(world, size);

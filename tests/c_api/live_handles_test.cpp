@@ -1,6 +1,7 @@
 // The C interface's set of live handles (runtime/c_api/live_handles.hpp): membership through growth and tombstones,
-// pointers no handle can have, the two kinds kept apart, and lookups without a lock while other threads insert and
-// erase (every thread's own handles always read as they should, however the table grows under it).
+// bounded memory under endless churn, pointers no handle can have, the two kinds kept apart, and lookups without a lock
+// while other threads insert and erase (every thread's own handles always read as they should, however the table
+// grows or is rebuilt under it).
 #define BOOST_TEST_MODULE live_handles
 #include <boost/test/unit_test.hpp>
 
@@ -41,6 +42,17 @@ BOOST_AUTO_TEST_CASE(membership_through_growth_and_erasure) {
             BOOST_TEST_REQUIRE(set.erase(&objects[i], HandleKind::Tensor));
     }
     for (std::size_t i = 1; i < objects.size(); i += 2) BOOST_TEST(set.contains(&objects[i], HandleKind::Tensor));
+}
+
+BOOST_AUTO_TEST_CASE(endless_churn_takes_bounded_memory) {
+    LiveHandles set;
+    std::vector<Object> objects(100);
+    for (int round = 0; round < 20000; ++round) {
+        for (Object& o : objects) set.insert(&o, HandleKind::Tensor);
+        for (Object& o : objects) BOOST_TEST_REQUIRE(set.erase(&o, HandleKind::Tensor));
+    }
+    BOOST_TEST(set.arrays_made() <= 4U);  // 64 words, then 512 for the 100 at once
+    for (Object& o : objects) BOOST_TEST(!set.contains(&o, HandleKind::Tensor));
 }
 
 BOOST_AUTO_TEST_CASE(pointers_no_handle_can_have) {
