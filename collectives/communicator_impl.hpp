@@ -226,15 +226,6 @@ inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
     return std::equal(in.begin() + 1, in.end(), shape.begin() + 1);
 }
 
-// An *_into output against its input: of another dtype a DTypeError, on another device a DeviceError, of the wrong
-// shape (`shape_ok` false) a ShapeError, each with the text `message()` builds (only on failure).
-template <typename Message>
-inline void check_output(const Tensor& out, bool shape_ok, const Tensor& t, Message&& message) {
-    if (out.dtype() != t.dtype()) throw DTypeError(message());
-    if (out.device() != t.device()) throw DeviceError(message());
-    if (!shape_ok) throw ShapeError(message());
-}
-
 // The reductions' one sequence for every dtype: float16 and bfloat16 accumulate in float32 and are rounded once at
 // the end; mean is a sum divided by the number of processes afterwards. What the sequence allocates (the float32
 // copy, the accumulator, the rounded result) is allocated in the call's prepare step, before any data moves, so that

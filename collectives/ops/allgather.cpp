@@ -35,12 +35,13 @@ Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site
             t.check_defined("allgather_into");
             out.check_defined("allgather_into");
             out.check_writable("allgather_into");
-            detail::check_output(out, detail::has_scaled_shape(out.shape(), t, impl_->size, 1), t, [&] {
-                return fmt::format("allgather_into: the output must be {}{} {} for input {} on {}; got {}",
-                                   dtype_name(t.dtype()), shape_str(detail::stacked_shape(t, impl_->size)),
-                                   t.device().str(), t.str(), detail::count_text(impl_->size, "process", "processes"),
-                                   out.str());
-            });
+            if (!detail::has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
+                out.device() != t.device()) {
+                throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {}; got {}",
+                                             dtype_name(t.dtype()), shape_str(detail::stacked_shape(t, impl_->size)),
+                                             t.device().str(), t.str(),
+                                             detail::count_text(impl_->size, "process", "processes"), out.str()));
+            }
         },
         [&] { allgather_payload(*impl_, t, out); });
     return out;

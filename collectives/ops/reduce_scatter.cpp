@@ -46,12 +46,13 @@ Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp
                     "for float16 and bfloat16",
                     t.str()));
             }
-            detail::check_output(out, detail::has_scaled_shape(out.shape(), t, 1, impl_->size), t, [&] {
-                return fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {}; got {}",
-                                   dtype_name(t.dtype()), shape_str(detail::split_shape(t, impl_->size)),
-                                   t.device().str(), t.str(), detail::count_text(impl_->size, "process", "processes"),
-                                   out.str());
-            });
+            if (!detail::has_scaled_shape(out.shape(), t, 1, impl_->size) || out.dtype() != t.dtype() ||
+                out.device() != t.device()) {
+                throw ShapeError(
+                    fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {}; got {}",
+                                dtype_name(t.dtype()), shape_str(detail::split_shape(t, impl_->size)), t.device().str(),
+                                t.str(), detail::count_text(impl_->size, "process", "processes"), out.str()));
+            }
         },
         [&] {
             reduce_scatter_payload(*impl_, t, out, op);

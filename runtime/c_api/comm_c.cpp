@@ -383,10 +383,11 @@ lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t inp
                 check_tensor(out, output, entry, "output");
                 if (is_root) {
                     check_tensor(in, input, entry, "input");
-                    check_like(*out, in->shape(), *in, entry);
                 } else {
                     check_optional(in, input, entry, "input");
                 }
+                // Root or not: a wrong output on every process then fails on every process, none waits alone.
+                if (in != nullptr) check_like(*out, in->shape(), *in, entry);
             },
             [&] {
                 if (is_root) ops::copy_(*out, *in);
@@ -412,10 +413,11 @@ lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
                 require_op(rop, op, entry);
                 if (is_root) {
                     check_tensor(out, output, entry, "output");
-                    check_like(*out, in->shape(), *in, entry);
                 } else {
                     check_optional(out, output, entry, "output");
                 }
+                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
+                if (out != nullptr && (is_root || output != input)) check_like(*out, in->shape(), *in, entry);
             },
             [&] {
                 Tensor result = c.reduce(*in, *rop, root, site);
@@ -467,9 +469,12 @@ lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
                 check_tensor(in, input, entry, "input");
                 if (is_root) {
                     check_tensor(out, output, entry, "output");
-                    check_like(*out, stacked(*in, c.size()), *in, entry);
                 } else {
                     check_optional(out, output, entry, "output");
+                }
+                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
+                if (out != nullptr && (is_root || output != input)) {
+                    check_like(*out, stacked(*in, c.size()), *in, entry);
                 }
             },
             [&] {

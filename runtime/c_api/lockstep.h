@@ -379,11 +379,13 @@ typedef struct lockstep_call_options {
  * same handle for both works in place (where the shapes allow). Outputs are the caller's tensors of the shape the
  * operation produces; results are written into their memory. */
 LOCKSTEP_C_API lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options);
-/* root's input to every rank's output; output may equal input (the root's is then only read). */
+/* root's input to every rank's output; output may equal input (the root's is then only read). Non-roots' input may
+ * be NULL; where given, every rank checks its output against it, as the root does. */
 LOCKSTEP_C_API lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input,
                                                     lockstep_tensor_t output, int32_t root,
                                                     const lockstep_call_options_t* options);
-/* The reduction at root's output (other ranks' output is not written and may be NULL). */
+/* The reduction at root's output (other ranks' output is not written and may be NULL or the input; any other output
+ * is checked as the root's is). */
 LOCKSTEP_C_API lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
                                                  lockstep_tensor_t output, lockstep_reduce_op_t op, int32_t root,
                                                  const lockstep_call_options_t* options);
@@ -391,7 +393,7 @@ LOCKSTEP_C_API lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockst
                                                     lockstep_tensor_t output, lockstep_reduce_op_t op,
                                                     const lockstep_call_options_t* options);
 /* Inputs [d0, ...] concatenated in rank order into [size * d0, ...] (a 0-d input gives [size]). gather: at root only
- * (other ranks' output may be NULL). */
+ * (other ranks' output may be NULL or the input; any other output is checked as the root's is). */
 LOCKSTEP_C_API lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
                                                  lockstep_tensor_t output, int32_t root,
                                                  const lockstep_call_options_t* options);

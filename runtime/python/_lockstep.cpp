@@ -1647,14 +1647,12 @@ PYBIND11_MODULE(_lockstep, m) {
                     Operand input = to_operand(x, false);
                     std::optional<Tensor> created;
                     Operand output;
-                    if (is_root) {
-                        if (out.is_none()) {
-                            Tensor in = borrow(input.handle);
-                            created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
-                            output.handle = created->handle();
-                        } else {
-                            output = to_operand(out, false);
-                        }
+                    if (is_root && out.is_none()) {
+                        Tensor in = borrow(input.handle);
+                        created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
+                        output.handle = created->handle();
+                    } else if (!out.is_none()) {  // also a non-root's: every rank checks a given output alike
+                        output = to_operand(out, false);
                     }
                     run_collective("Communicator.gather", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_gather(handle, input.handle, output.handle, root, o);

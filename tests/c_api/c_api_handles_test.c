@@ -192,19 +192,24 @@ static void test_output_dtype(lockstep_comm_t world, int size) {
     lockstep_tensor_t in = tensor_of(LOCKSTEP_FLOAT32, 2 * (int64_t)size);
     lockstep_tensor_t same_shape_f64 = tensor_of(LOCKSTEP_FLOAT64, 2 * (int64_t)size);
     lockstep_tensor_t gathered_f64 = tensor_of(LOCKSTEP_FLOAT64, 2 * (int64_t)size * size);
-    lockstep_tensor_t part_i32 = tensor_of(LOCKSTEP_INT32, 2);
+    lockstep_tensor_t half = tensor_of(LOCKSTEP_FLOAT16, 2 * (int64_t)size);
+    lockstep_tensor_t part_f32 = tensor_of(LOCKSTEP_FLOAT32, 2);
     lockstep_tensor_t wrong_shape = tensor_of(LOCKSTEP_FLOAT32, 2 * (int64_t)size + 1);
     CHECK_STATUS(lockstep_allreduce(world, in, same_shape_f64, LOCKSTEP_SUM, NULL), LOCKSTEP_ERROR_DTYPE);
     CHECK(names("lockstep_allreduce", "float64"));
     CHECK_STATUS(lockstep_alltoall(world, in, same_shape_f64, NULL), LOCKSTEP_ERROR_DTYPE);
-    CHECK_STATUS(lockstep_allgather(world, in, gathered_f64, NULL), LOCKSTEP_ERROR_DTYPE);
-    CHECK_STATUS(lockstep_reduce_scatter(world, in, part_i32, LOCKSTEP_SUM, NULL), LOCKSTEP_ERROR_DTYPE);
+    CHECK_STATUS(lockstep_reduce_scatter(world, half, part_f32, LOCKSTEP_SUM, NULL), LOCKSTEP_ERROR_DTYPE);
+    /* Root or not: a given output of another dtype is refused on every rank, before any rank communicates. */
+    CHECK_STATUS(lockstep_broadcast(world, in, same_shape_f64, 0, NULL), LOCKSTEP_ERROR_DTYPE);
+    CHECK_STATUS(lockstep_reduce(world, in, same_shape_f64, LOCKSTEP_SUM, 0, NULL), LOCKSTEP_ERROR_DTYPE);
+    CHECK_STATUS(lockstep_gather(world, in, gathered_f64, 0, NULL), LOCKSTEP_ERROR_DTYPE);
     CHECK_STATUS(lockstep_allreduce(world, in, wrong_shape, LOCKSTEP_SUM, NULL), LOCKSTEP_ERROR_SHAPE);
     CHECK_STATUS(lockstep_alltoall(world, in, wrong_shape, NULL), LOCKSTEP_ERROR_SHAPE);
     lockstep_tensor_release(in);
     lockstep_tensor_release(same_shape_f64);
     lockstep_tensor_release(gathered_f64);
-    lockstep_tensor_release(part_i32);
+    lockstep_tensor_release(half);
+    lockstep_tensor_release(part_f32);
     lockstep_tensor_release(wrong_shape);
 }
 

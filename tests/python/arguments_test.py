@@ -23,8 +23,8 @@ def refused(exception_class, function, argument, call, *args, **kwargs):
 
 
 def check_tensor_arguments():
-    refused(OverflowError, "lockstep.empty", "shape", lockstep.empty, 2 ** 63)
-    refused(OverflowError, "lockstep.empty", "shape[1]", lockstep.empty, (2, -2 ** 63 - 1))
+    refused(OverflowError, "lockstep.empty", "shape", lockstep.empty, 2**63)
+    refused(OverflowError, "lockstep.empty", "shape[1]", lockstep.empty, (2, -(2**63) - 1))
     refused(TypeError, "lockstep.empty", "shape", lockstep.empty, "three")
     refused(TypeError, "lockstep.empty", "shape", lockstep.empty, 2.5)
     refused(TypeError, "lockstep.empty", "shape", lockstep.empty, None)
@@ -35,22 +35,22 @@ def check_tensor_arguments():
     assert lockstep.empty((np.int32(2), 1)).shape == (2, 1)
     refused(TypeError, "lockstep.from_dlpack", "copy", lockstep.from_dlpack, np.ones(2), copy="yes")
     t = lockstep.empty((2,))
-    refused(OverflowError, "__dlpack__", "max_version", t.__dlpack__, max_version=(2 ** 40, 0))
+    refused(OverflowError, "__dlpack__", "max_version", t.__dlpack__, max_version=(2**40, 0))
     refused(TypeError, "__dlpack__", "copy", t.__dlpack__, copy="no")
     refused(TypeError, "status_string", "status", lockstep._lockstep.status_string, "x")
-    refused(OverflowError, "status_string", "status", lockstep._lockstep.status_string, 2 ** 40)
+    refused(OverflowError, "status_string", "status", lockstep._lockstep.status_string, 2**40)
 
 
 def check_runtime_arguments():
     refused(TypeError, "lockstep.init", "debug", lockstep.init, debug="yes")
     refused(TypeError, "lockstep.init", "timeout", lockstep.init, timeout="soon")
     refused(OverflowError, "lockstep.set_seed", "seed", lockstep.set_seed, -1)
-    refused(OverflowError, "lockstep.set_seed", "seed", lockstep.set_seed, 2 ** 64)
+    refused(OverflowError, "lockstep.set_seed", "seed", lockstep.set_seed, 2**64)
     refused(TypeError, "lockstep.set_seed", "seed", lockstep.set_seed, "1")
     refused(TypeError, "lockstep.set_seed", "device_specific", lockstep.set_seed, 1, device_specific="yes")
-    lockstep.set_seed(2 ** 64 - 1, device_specific=np.bool_(True))
+    lockstep.set_seed(2**64 - 1, device_specific=np.bool_(True))
     refused(TypeError, "lockstep.log", "level", lockstep.log, "m", level=[1])
-    refused(OverflowError, "lockstep.log", "level", lockstep.log, "m", level=2 ** 80)
+    refused(OverflowError, "lockstep.log", "level", lockstep.log, "m", level=2**80)
     refused(TypeError, "lockstep.log", "scope", lockstep.log, "m", scope=3)
     refused(TypeError, "lockstep.log", "logger", lockstep.log, "m", logger=3)
     refused(TypeError, "lockstep.set_trigger", "comm", lockstep.set_trigger, "world")
@@ -59,7 +59,7 @@ def check_runtime_arguments():
     refused(TypeError, "lockstep.find_executable_batch_size", "starting_batch_size", search)
     search = lockstep.find_executable_batch_size(lambda size: size, factor="half")
     refused(TypeError, "lockstep.find_executable_batch_size", "factor", search)
-    search = lockstep.find_executable_batch_size(lambda size: size, minimum=2 ** 64)
+    search = lockstep.find_executable_batch_size(lambda size: size, minimum=2**64)
     refused(OverflowError, "lockstep.find_executable_batch_size", "minimum", search)
 
 
@@ -67,24 +67,24 @@ def check_communicator_arguments(comm):
     r, n = comm.rank, comm.size
     x = np.ones(4, np.float32)
     refused(TypeError, "Communicator.split", "color", comm.split, "a")
-    refused(OverflowError, "Communicator.split", "color", comm.split, 2 ** 40)
+    refused(OverflowError, "Communicator.split", "color", comm.split, 2**40)
     refused(TypeError, "Communicator.split", "key", comm.split, 0, key=1.5)
     refused(TypeError, "Communicator.create_group", "ranks", comm.create_group, "01")
-    refused(OverflowError, "Communicator.create_group", "ranks[1]", comm.create_group, [0, 2 ** 40])
+    refused(OverflowError, "Communicator.create_group", "ranks[1]", comm.create_group, [0, 2**40])
     refused(TypeError, "Communicator.create_group", "tag", comm.create_group, [0, 1], tag="t")
     refused(TypeError, "Communicator.from_fortran", "handle", lockstep.Communicator.from_fortran, "x")
-    refused(OverflowError, "Communicator.from_fortran", "handle", lockstep.Communicator.from_fortran, 2 ** 70)
+    refused(OverflowError, "Communicator.from_fortran", "handle", lockstep.Communicator.from_fortran, 2**70)
     refused(TypeError, "Communicator.from_fortran", "debug", lockstep.Communicator.from_fortran, 0, debug="on")
     refused(TypeError, "Communicator.from_mpi4py", "comm", lockstep.Communicator.from_mpi4py, 5)
     refused(TypeError, "Communicator.set_step", "step", comm.set_step, "1")
     refused(OverflowError, "Communicator.set_step", "step", comm.set_step, -1)
     refused(TypeError, "Communicator.abort", "code", comm.abort, "x")
-    refused(OverflowError, "Communicator.abort", "code", comm.abort, 2 ** 40)
+    refused(OverflowError, "Communicator.abort", "code", comm.abort, 2**40)
     error = expect_raises(TypeError, setattr, comm, "debug", "yes")
     assert "Communicator.debug" in str(error), error
     # Collectives: every rank passes the same bad argument and raises at once, with no communication.
     refused(TypeError, "Communicator.broadcast", "root", comm.broadcast, x, root="0")
-    refused(OverflowError, "Communicator.broadcast", "root", comm.broadcast, x, root=2 ** 31)
+    refused(OverflowError, "Communicator.broadcast", "root", comm.broadcast, x, root=2**31)
     refused(TypeError, "Communicator.reduce", "root", comm.reduce, x, root=1.0)
     refused(TypeError, "Communicator.gather", "root", comm.gather, x, root=None)
     refused(TypeError, "Communicator.scatter", "root", comm.scatter, None, x, root=[0])
@@ -98,7 +98,7 @@ def check_communicator_arguments(comm):
     refused(TypeError, "Communicator.gather_uneven", "tag", comm.gather_uneven, np.ones((1, 2)), tag=1)
     refused(TypeError, "Communicator.send", "dest", comm.send, x, "1")
     refused(TypeError, "Communicator.send", "name", comm.send, x, 1 - r, name=1)
-    refused(OverflowError, "Communicator.recv", "source", comm.recv, x, source=2 ** 40)
+    refused(OverflowError, "Communicator.recv", "source", comm.recv, x, source=2**40)
     refused(TypeError, "Communicator.recv", "tag", comm.recv, x, 1 - r, tag="0")
     # The communicator is fine afterwards.
     comm.allreduce(x)
@@ -110,9 +110,9 @@ def check_output_dtype(comm):
     x = np.ones(2 * n, np.float32)
     error = expect_raises(lockstep.DTypeError, comm.allreduce, x, out=np.zeros(2 * n, np.float64))
     assert "float64" in str(error), error
-    expect_raises(lockstep.DTypeError, comm.allgather, x, out=np.zeros(2 * n * n, np.float64))
-    expect_raises(lockstep.DTypeError, comm.reduce_scatter, x, out=np.zeros(2, np.int32))
     expect_raises(lockstep.DTypeError, comm.alltoall, x, out=np.zeros(2 * n, np.int64))
+    expect_raises(lockstep.DTypeError, comm.reduce, x, out=np.zeros(2 * n, np.float64))
+    expect_raises(lockstep.DTypeError, comm.gather, x, out=np.zeros(2 * n * n, np.int32))
     expect_raises(lockstep.ShapeError, comm.allreduce, x, out=np.zeros(2 * n + 1, np.float32))
 
 
@@ -148,8 +148,14 @@ def check_status_codes():
 
 def main():
     comm = lockstep.Communicator.world()
-    for check in (check_tensor_arguments, check_runtime_arguments, lambda: check_communicator_arguments(comm),
-                  lambda: check_output_dtype(comm), lambda: check_debug_mode_conversion(comm), check_status_codes):
+    for check in (
+        check_tensor_arguments,
+        check_runtime_arguments,
+        lambda: check_communicator_arguments(comm),
+        lambda: check_output_dtype(comm),
+        lambda: check_debug_mode_conversion(comm),
+        check_status_codes,
+    ):
         check()
         comm.barrier()
     return comm.rank, comm.size
