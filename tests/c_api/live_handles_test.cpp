@@ -1,4 +1,4 @@
-// The C interface's set of live handles (runtime/c_api/live_handles.hpp): membership through growth and tombstones,
+// The C interface's set of live handles (bindings/c/live_handles.hpp): membership through growth and tombstones,
 // bounded memory under endless churn, pointers no handle can have, the two kinds kept apart, and lookups without a lock
 // while other threads insert and erase (every thread's own handles always read as they should, however the table
 // grows or is rebuilt under it).
