@@ -6,6 +6,7 @@
 // records the error's text for the thread (and the communicator), and returns its code. Nothing is thrown across the
 // interface, and the success path costs a call through a lambda the compiler inlines.
 
+#include "live_handles.hpp"
 #include "lockstep.h"
 
 #include <lockstep/communicator.hpp>
@@ -70,9 +71,9 @@ lockstep_status_t guarded(lockstep_comm_s* comm, Body&& body) noexcept {
 [[noreturn]] void fail(lockstep_status_t status, std::string message);
 
 template <typename T>
-T* require(T* handle, const char* what) {
-    if (handle == nullptr) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
-    return handle;
+T* require(T* pointer, const char* what) {
+    if (pointer == nullptr) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+    return pointer;
 }
 template <typename T>
 void require_out(T* out, const char* what) {
@@ -81,21 +82,52 @@ void require_out(T* out, const char* what) {
 
 // A new handle over a communicator (owned) or the world's (not owned), known to lockstep_finalize until freed.
 lockstep_comm_s* new_comm_handle(std::unique_ptr<Communicator> owned, bool world);
-// Takes a handle out of that list (lockstep_comm_free); false when it is not there (freed already).
+// Takes a handle out of that list (lockstep_comm_free); false when it is not there (freed already, or never made).
 bool forget_comm_handle(lockstep_comm_s* handle) noexcept;
 
-// The communicator behind a handle; INVALID_USAGE once lockstep_finalize freed it.
-Communicator& communicator(lockstep_comm_s* handle);
-lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* what);
+// The communicator behind the handle argument `argument` of `entry`: INVALID_ARGUMENT for NULL and for a pointer that
+// is no live communicator handle (freed, or never made by this library), INVALID_USAGE once lockstep_finalize freed
+// the communicator.
+Communicator& communicator(lockstep_comm_s* handle, const char* entry, const char* argument = "comm");
+// Whether `handle` is a communicator handle this library made and has not freed (NULL is not).
+[[nodiscard]] bool is_live(const lockstep_comm_s* handle) noexcept;
+
+// The tensor behind a live handle, else null (NULL, released, or never made): one lookup, no exception.
+[[nodiscard]] inline lockstep::Tensor* live_tensor(lockstep_tensor_s* handle) noexcept {
+    return live_handles_set().contains(handle, HandleKind::Tensor) ? &handle->tensor : nullptr;
+}
+// What is wrong with the tensor handle argument `argument` of `entry`, for a handle live_tensor refused.
+std::string dead_tensor_text(const lockstep_tensor_s* handle, const char* entry, const char* argument);
+// The tensor behind the handle argument `argument` of `entry`; INVALID_ARGUMENT for NULL and a handle no live tensor's.
+lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* entry, const char* argument);
+
+// A tensor handle being made: in the live set from the start, so that nothing can fail once it holds memory taken
+// over from the caller; erased and deleted again unless handed out with release().
+class NewTensorHandle {
+public:
+    NewTensorHandle();
+    ~NewTensorHandle();
+    NewTensorHandle(const NewTensorHandle&) = delete;
+    NewTensorHandle& operator=(const NewTensorHandle&) = delete;
+    lockstep_tensor_s* operator->() const noexcept { return handle_.get(); }
+    lockstep_tensor_s* release() noexcept { return handle_.release(); }
+
+private:
+    std::unique_ptr<lockstep_tensor_s> handle_;
+};
 lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t);
 
 // Reads a caller's options struct of any earlier or equal version: fields the caller's struct has override
 // `defaults`, the others keep them. A struct_size smaller than the first two fields is INVALID_ARGUMENT; a larger
-// one (a newer header) is accepted only when the fields this library does not know are zero, else VERSION.
+// one (a newer header) is accepted only when the fields this library does not know are zero, else VERSION; one
+// above max_options_size is INVALID_ARGUMENT, read no further than its size field (garbage there would otherwise have
+// this function read on until a non-zero byte, or the end of a mapped page).
 // The option structs have no padding (explicit reserved fields instead): a later version's field always has bytes of
 // its own, and a caller's struct holds no bytes this library reads without meaning to.
 static_assert(sizeof(lockstep_init_options_t) == 40 && sizeof(lockstep_comm_options_t) == 32 &&
               sizeof(lockstep_call_options_t) == 56 && sizeof(lockstep_batch_size_options_t) == 32);
+
+inline constexpr std::size_t max_options_size = 4096;
 
 template <typename Options>
 Options read_options(const Options* given, const Options& defaults, const char* type_name) {
@@ -107,6 +139,12 @@ Options read_options(const Options* given, const Options& defaults, const char* 
         fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
              std::string(type_name) + ": struct_size " + std::to_string(size) +
                  " is smaller than any version of the struct; initialise it with its _INIT macro");
+    }
+    if (size > max_options_size) {
+        fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, std::string(type_name) + ": struct_size " + std::to_string(size) +
+                                                  " is larger than any version of the " + "struct can be (" +
+                                                  std::to_string(max_options_size) +
+                                                  " bytes at most); initialise it with its _INIT macro");
     }
     if (size > sizeof(Options)) {
         const auto* bytes = reinterpret_cast<const unsigned char*>(given);

@@ -91,19 +91,26 @@ struct Call {
     }
 };
 
-const Tensor* tensor_or_null(lockstep_tensor_s* h) {
-    return h != nullptr ? &h->tensor : nullptr;
+// A handle argument the collective needs: refused when NULL or no live tensor's (`t` is live_tensor(h)).
+void check_tensor(const Tensor* t, const lockstep_tensor_s* h, const char* entry, const char* which) {
+    if (t == nullptr) throw InvalidArgumentError(dead_tensor_text(h, entry, which));
+}
+// A handle argument this rank may leave NULL: refused only when it is given and no live tensor's.
+void check_optional(const Tensor* t, const lockstep_tensor_s* h, const char* entry, const char* which) {
+    if (t == nullptr && h != nullptr) throw InvalidArgumentError(dead_tensor_text(h, entry, which));
 }
 
-void check_tensor(const Tensor* t, const char* entry, const char* which) {
-    if (t == nullptr) throw InvalidArgumentError(fmt::format("{}: the {} tensor is NULL", entry, which));
-}
-
+// An output of the wrong dtype is a dtype error, on the wrong device a device error, of the wrong shape a shape error.
 void check_like(const Tensor& out, const Shape& shape, const Tensor& like, const char* entry) {
-    if (out.shape() != shape || out.dtype() != like.dtype() || out.device() != like.device()) {
-        throw ShapeError(fmt::format("{}: the output must be {}{} {} for input {}; got {}", entry,
-                                     dtype_name(like.dtype()), shape_str(shape), like.device().str(), like.str(),
-                                     out.str()));
+    const bool dtype_differs = out.dtype() != like.dtype();
+    const bool device_differs = out.device() != like.device();
+    if (dtype_differs || device_differs || out.shape() != shape) {
+        const std::string text =
+            fmt::format("{}: the output must be {}{} {} for input {}; got {}", entry, dtype_name(like.dtype()),
+                        shape_str(shape), like.device().str(), like.str(), out.str());
+        if (dtype_differs) throw DTypeError(text);
+        if (device_differs) throw DeviceError(text);
+        throw ShapeError(text);
     }
     out.check_writable(entry);
 }
@@ -214,14 +221,14 @@ lockstep_status_t lockstep_comm_from_mpi(MPI_Comm mpi_comm, const lockstep_comm_
 lockstep_status_t lockstep_comm_get_mpi(lockstep_comm_t comm, MPI_Comm* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
-        *out = communicator(comm).mpi_comm();
+        *out = communicator(comm, "lockstep_comm_get_mpi").mpi_comm();
     });
 }
 
 lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32_t key, lockstep_comm_t* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_comm_split");
         if (color == LOCKSTEP_UNDEFINED_COLOR) {
             // Takes part in the split without joining a group.
             MPI_Comm none = MPI_COMM_NULL;
@@ -236,7 +243,7 @@ lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32
 lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockstep_comm_t* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
-        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm).dup()), false);
+        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm, "lockstep_comm_dup").dup()), false);
     });
 }
 
@@ -247,7 +254,9 @@ lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t
         if (ranks == nullptr && count > 0)
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, "lockstep_comm_create_group: ranks is NULL");
         std::vector<int> list(ranks, ranks + count);
-        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm).create_group(list, tag)), false);
+        *out = new_comm_handle(
+            std::make_unique<Communicator>(communicator(comm, "lockstep_comm_create_group").create_group(list, tag)),
+            false);
     });
 }
 
@@ -255,7 +264,9 @@ lockstep_status_t lockstep_comm_free(lockstep_comm_t comm) {
     return guarded(nullptr, [&] {
         if (comm == nullptr) return;
         if (!forget_comm_handle(comm)) {
-            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, "lockstep_comm_free: this handle was freed already");
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 "lockstep_comm_free: comm is not a live communicator handle (freed already, or never made by "
+                 "lockstep)");
         }
         std::unique_ptr<lockstep_comm_s> handle(comm);
         handle->owned.reset();
@@ -265,44 +276,45 @@ lockstep_status_t lockstep_comm_free(lockstep_comm_t comm) {
 lockstep_status_t lockstep_comm_rank(lockstep_comm_t comm, int32_t* rank) {
     return guarded(comm, [&] {
         require_out(rank, "rank");
-        *rank = communicator(comm).rank();
+        *rank = communicator(comm, "lockstep_comm_rank").rank();
     });
 }
 
 lockstep_status_t lockstep_comm_size(lockstep_comm_t comm, int32_t* size) {
     return guarded(comm, [&] {
         require_out(size, "size");
-        *size = communicator(comm).size();
+        *size = communicator(comm, "lockstep_comm_size").size();
     });
 }
 
 lockstep_status_t lockstep_comm_fortran_handle(lockstep_comm_t comm, int64_t* fortran_handle) {
     return guarded(comm, [&] {
         require_out(fortran_handle, "fortran_handle");
-        *fortran_handle = static_cast<int64_t>(MPI_Comm_c2f(communicator(comm).mpi_comm()));
+        *fortran_handle =
+            static_cast<int64_t>(MPI_Comm_c2f(communicator(comm, "lockstep_comm_fortran_handle").mpi_comm()));
     });
 }
 
 lockstep_status_t lockstep_comm_set_debug(lockstep_comm_t comm, int32_t on) {
-    return guarded(comm, [&] { communicator(comm).set_debug(on != 0); });
+    return guarded(comm, [&] { communicator(comm, "lockstep_comm_set_debug").set_debug(on != 0); });
 }
 
 lockstep_status_t lockstep_comm_get_debug(lockstep_comm_t comm, int32_t* on) {
     return guarded(comm, [&] {
         require_out(on, "on");
-        *on = communicator(comm).debug() ? 1 : 0;
+        *on = communicator(comm, "lockstep_comm_get_debug").debug() ? 1 : 0;
     });
 }
 
 lockstep_status_t lockstep_comm_get_timeout(lockstep_comm_t comm, double* seconds) {
     return guarded(comm, [&] {
         require_out(seconds, "seconds");
-        *seconds = communicator(comm).timeout();
+        *seconds = communicator(comm, "lockstep_comm_get_timeout").timeout();
     });
 }
 
 lockstep_status_t lockstep_comm_set_step(lockstep_comm_t comm, uint64_t step) {
-    return guarded(comm, [&] { communicator(comm).set_step(step); });
+    return guarded(comm, [&] { communicator(comm, "lockstep_comm_set_step").set_step(step); });
 }
 
 lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char** text) {
@@ -310,7 +322,7 @@ lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char
     static thread_local std::string verdict;
     lockstep_status_t status = LOCKSTEP_OK;
     const lockstep_status_t rc = guarded(comm, [&] {
-        std::optional<std::string> v = communicator(comm).async_error();
+        std::optional<std::string> v = communicator(comm, "lockstep_comm_get_async_error").async_error();
         verdict = v.value_or("");
         status = v ? LOCKSTEP_ERROR_TIMEOUT : LOCKSTEP_OK;
     });
@@ -320,7 +332,7 @@ lockstep_status_t lockstep_comm_get_async_error(lockstep_comm_t comm, const char
 }
 
 const char* lockstep_comm_last_error(lockstep_comm_t comm) {
-    if (comm == nullptr) return "";
+    if (!is_live(comm)) return "";
     // A copy for this thread: another thread may replace the communicator's text at any time.
     static thread_local std::string copy;
     try {
@@ -334,7 +346,7 @@ const char* lockstep_comm_last_error(lockstep_comm_t comm) {
 
 lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const char* reason) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_comm_abort");
         std::fprintf(stderr, "lockstep: process %d aborts the job (exit code %d)%s%s\n", c.rank(), code,
                      reason != nullptr ? ": " : "", reason != nullptr ? reason : "");
         std::fflush(stderr);
@@ -346,7 +358,7 @@ lockstep_status_t lockstep_comm_abort(lockstep_comm_t comm, int32_t code, const 
 
 lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_barrier");
         c.barrier(begin_call(c, options, "lockstep_barrier", OpKind::Barrier, nullptr, -1, std::nullopt));
     });
 }
@@ -354,29 +366,32 @@ lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_opt
 lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site = begin_call(c, options, "lockstep_broadcast", OpKind::Broadcast,
-                                         tensor_or_null(output != nullptr ? output : input), root, std::nullopt);
-        const Tensor* in = tensor_or_null(input);
-        const Tensor* out = tensor_or_null(output);
-        Call call{c, OpKind::Broadcast, out != nullptr ? out : in, root, std::nullopt, site};
+        constexpr const char* entry = "lockstep_broadcast";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
+        const Tensor* described = out != nullptr ? out : in;
+        const CallSite site = begin_call(c, options, entry, OpKind::Broadcast, described, root, std::nullopt);
+        Call call{c, OpKind::Broadcast, described, root, std::nullopt, site};
         if (output == input) {
-            call([&] { check_tensor(in, "lockstep_broadcast", "input"); },
-                 [&] { c.broadcast_(input->tensor, root, site); });
+            call([&] { check_tensor(in, input, entry, "input"); }, [&] { c.broadcast_(*in, root, site); });
             return;
         }
         const bool is_root = c.rank() == root;
         call(
             [&] {
-                check_tensor(out, "lockstep_broadcast", "output");
+                check_tensor(out, output, entry, "output");
                 if (is_root) {
-                    check_tensor(in, "lockstep_broadcast", "input");
-                    check_like(*out, in->shape(), *in, "lockstep_broadcast");
+                    check_tensor(in, input, entry, "input");
+                } else {
+                    check_optional(in, input, entry, "input");
                 }
+                // Root or not: a wrong output on every process then fails on every process, none waits alone.
+                if (in != nullptr) check_like(*out, in->shape(), *in, entry);
             },
             [&] {
-                if (is_root) ops::copy_(output->tensor, input->tensor);
-                c.broadcast_(output->tensor, root, site);
+                if (is_root) ops::copy_(*out, *in);
+                c.broadcast_(*out, root, site);
             });
     });
 }
@@ -384,25 +399,29 @@ lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t inp
 lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                   lockstep_reduce_op_t op, int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site =
-            begin_call(c, options, "lockstep_reduce", OpKind::Reduce, tensor_or_null(input), root, reduce_op_of(op));
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_reduce";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
+        const CallSite site = begin_call(c, options, entry, OpKind::Reduce, in, root, rop);
         const bool is_root = c.rank() == root;
         Call call{c, OpKind::Reduce, in, root, rop, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_reduce", "input");
-                require_op(rop, op, "lockstep_reduce");
+                check_tensor(in, input, entry, "input");
+                require_op(rop, op, entry);
                 if (is_root) {
-                    check_tensor(tensor_or_null(output), "lockstep_reduce", "output");
-                    check_like(output->tensor, in->shape(), *in, "lockstep_reduce");
+                    check_tensor(out, output, entry, "output");
+                } else {
+                    check_optional(out, output, entry, "output");
                 }
+                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
+                if (out != nullptr && (is_root || output != input)) check_like(*out, in->shape(), *in, entry);
             },
             [&] {
-                Tensor result = c.reduce(input->tensor, *rop, root, site);
-                if (is_root) ops::copy_(output->tensor, result);
+                Tensor result = c.reduce(*in, *rop, root, site);
+                if (is_root) ops::copy_(*out, result);
             });
     });
 }
@@ -410,26 +429,27 @@ lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
 lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site = begin_call(c, options, "lockstep_allreduce", OpKind::Allreduce, tensor_or_null(input), -1,
-                                         reduce_op_of(op));
+        constexpr const char* entry = "lockstep_allreduce";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
-        if (input != nullptr && output == input && rop) {  // the common case: no check of this layer's own
-            c.allreduce_(input->tensor, *rop, site);
+        const CallSite site = begin_call(c, options, entry, OpKind::Allreduce, in, -1, rop);
+        if (in != nullptr && output == input && rop) {  // the common case: no check of this layer's own
+            c.allreduce_(*in, *rop, site);
             return;
         }
-        const Tensor* in = tensor_or_null(input);
+        Tensor* out = output == input ? in : live_tensor(output);
         Call call{c, OpKind::Allreduce, in, -1, rop, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_allreduce", "input");
-                check_tensor(tensor_or_null(output), "lockstep_allreduce", "output");
-                require_op(rop, op, "lockstep_allreduce");
-                check_like(output->tensor, in->shape(), *in, "lockstep_allreduce");
+                check_tensor(in, input, entry, "input");
+                check_tensor(out, output, entry, "output");
+                require_op(rop, op, entry);
+                check_like(*out, in->shape(), *in, entry);
             },
             [&] {
-                ops::copy_(output->tensor, input->tensor);
-                c.allreduce_(output->tensor, *rop, site);
+                ops::copy_(*out, *in);
+                c.allreduce_(*out, *rop, site);
             });
     });
 }
@@ -437,23 +457,29 @@ lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t inp
 lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output, int32_t root,
                                   const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site =
-            begin_call(c, options, "lockstep_gather", OpKind::Gather, tensor_or_null(input), root, std::nullopt);
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_gather";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Gather, in, root, std::nullopt);
         const bool is_root = c.rank() == root;
         Call call{c, OpKind::Gather, in, root, std::nullopt, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_gather", "input");
+                check_tensor(in, input, entry, "input");
                 if (is_root) {
-                    check_tensor(tensor_or_null(output), "lockstep_gather", "output");
-                    check_like(output->tensor, stacked(*in, c.size()), *in, "lockstep_gather");
+                    check_tensor(out, output, entry, "output");
+                } else {
+                    check_optional(out, output, entry, "output");
+                }
+                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
+                if (out != nullptr && (is_root || output != input)) {
+                    check_like(*out, stacked(*in, c.size()), *in, entry);
                 }
             },
             [&] {
-                Tensor result = c.gather(input->tensor, root, site);
-                if (is_root) ops::copy_(output->tensor, result);
+                Tensor result = c.gather(*in, root, site);
+                if (is_root) ops::copy_(*out, result);
             });
     });
 }
@@ -461,39 +487,44 @@ lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
 lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                      const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site =
-            begin_call(c, options, "lockstep_allgather", OpKind::Allgather, tensor_or_null(input), -1, std::nullopt);
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_allgather";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Allgather, in, -1, std::nullopt);
         Call call{c, OpKind::Allgather, in, -1, std::nullopt, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_allgather", "input");
-                check_tensor(tensor_or_null(output), "lockstep_allgather", "output");
+                check_tensor(in, input, entry, "input");
+                check_tensor(out, output, entry, "output");
                 if (output == input) {
                     throw InvalidArgumentError("lockstep_allgather: the output must be another tensor than the input");
                 }
             },
-            [&] { c.allgather_into(input->tensor, output->tensor, site); });
+            [&] { c.allgather_into(*in, *out, site); });
     });
 }
 
 lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                    int32_t root, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site =
-            begin_call(c, options, "lockstep_scatter", OpKind::Scatter, tensor_or_null(input), root, std::nullopt);
+        constexpr const char* entry = "lockstep_scatter";
+        Communicator& c = communicator(comm, entry);
+        const Tensor* in = live_tensor(input);
+        Tensor* out = live_tensor(output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Scatter, in, root, std::nullopt);
         const bool is_root = c.rank() == root;
-        const Tensor* out = tensor_or_null(output);
         // Non-roots may pass no input: a placeholder of the root's shape stands in (MPI does not read it).
         Tensor placeholder;
-        const Tensor* in = tensor_or_null(input);
         Call call{c, OpKind::Scatter, in, root, std::nullopt, site};
         call(
             [&] {
-                check_tensor(out, "lockstep_scatter", "output");
-                if (is_root) check_tensor(in, "lockstep_scatter", "input");
+                check_tensor(out, output, entry, "output");
+                if (is_root) {
+                    check_tensor(in, input, entry, "input");
+                } else {
+                    check_optional(in, input, entry, "input");
+                }
                 if (in == nullptr) {
                     placeholder = Tensor::empty(stacked(*out, c.size()), out->dtype(), out->device());
                     in = &placeholder;
@@ -504,11 +535,11 @@ lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input
                         "lockstep_scatter: the first dimension of {} must be a multiple of the number of processes, {}",
                         in->str(), c.size()));
                 }
-                check_like(*out, split(in->shape(), c.size()), *in, "lockstep_scatter");
+                check_like(*out, split(in->shape(), c.size()), *in, entry);
             },
             [&] {
                 Tensor result = c.scatter(*in, root, site);
-                ops::copy_(output->tensor, result);
+                ops::copy_(*out, result);
             });
     });
 }
@@ -516,30 +547,31 @@ lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input
 lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                           lockstep_reduce_op_t op, const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site = begin_call(c, options, "lockstep_reduce_scatter", OpKind::ReduceScatter,
-                                         tensor_or_null(input), -1, reduce_op_of(op));
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_reduce_scatter";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
+        const CallSite site = begin_call(c, options, entry, OpKind::ReduceScatter, in, -1, rop);
         const bool half = in != nullptr && (in->dtype() == DType::Float16 || in->dtype() == DType::BFloat16);
         Call call{c, OpKind::ReduceScatter, in, -1, rop, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_reduce_scatter", "input");
-                check_tensor(tensor_or_null(output), "lockstep_reduce_scatter", "output");
-                require_op(rop, op, "lockstep_reduce_scatter");
+                check_tensor(in, input, entry, "input");
+                check_tensor(out, output, entry, "output");
+                require_op(rop, op, entry);
                 if (output == input) {
                     throw InvalidArgumentError(
                         "lockstep_reduce_scatter: the output must be another tensor than the input");
                 }
-                if (half) check_like(output->tensor, split(in->shape(), c.size()), *in, "lockstep_reduce_scatter");
+                if (half) check_like(*out, split(in->shape(), c.size()), *in, entry);
             },
             [&] {
                 if (half) {  // accumulated in float32 through a temporary (reduce_scatter_into takes no half types)
-                    Tensor result = c.reduce_scatter(input->tensor, *rop, site);
-                    ops::copy_(output->tensor, result);
+                    Tensor result = c.reduce_scatter(*in, *rop, site);
+                    ops::copy_(*out, result);
                 } else {
-                    c.reduce_scatter_into(input->tensor, output->tensor, *rop, site);
+                    c.reduce_scatter_into(*in, *out, *rop, site);
                 }
             });
     });
@@ -548,20 +580,21 @@ lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_
 lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
                                     const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site =
-            begin_call(c, options, "lockstep_alltoall", OpKind::Alltoall, tensor_or_null(input), -1, std::nullopt);
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_alltoall";
+        Communicator& c = communicator(comm, entry);
+        Tensor* in = live_tensor(input);
+        Tensor* out = output == input ? in : live_tensor(output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Alltoall, in, -1, std::nullopt);
         Call call{c, OpKind::Alltoall, in, -1, std::nullopt, site};
         call(
             [&] {
-                check_tensor(in, "lockstep_alltoall", "input");
-                check_tensor(tensor_or_null(output), "lockstep_alltoall", "output");
-                check_like(output->tensor, in->shape(), *in, "lockstep_alltoall");
+                check_tensor(in, input, entry, "input");
+                check_tensor(out, output, entry, "output");
+                check_like(*out, in->shape(), *in, entry);
             },
             [&] {
-                Tensor result = c.alltoall(input->tensor, site);
-                ops::copy_(output->tensor, result);
+                Tensor result = c.alltoall(*in, site);
+                ops::copy_(*out, result);
             });
     });
 }
@@ -569,15 +602,15 @@ lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t inpu
 lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t* result,
                                          const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
-        const CallSite site = begin_call(c, options, "lockstep_gather_uneven", OpKind::GatherUneven,
-                                         tensor_or_null(input), -1, std::nullopt);
-        const Tensor* in = tensor_or_null(input);
+        constexpr const char* entry = "lockstep_gather_uneven";
+        Communicator& c = communicator(comm, entry);
+        const Tensor* in = live_tensor(input);
+        const CallSite site = begin_call(c, options, entry, OpKind::GatherUneven, in, -1, std::nullopt);
         Call call{c, OpKind::GatherUneven, in, -1, std::nullopt, site};
         Tensor gathered;
         call(
             [&] {
-                check_tensor(in, "lockstep_gather_uneven", "input");
+                check_tensor(in, input, entry, "input");
                 if (result == nullptr) throw InvalidArgumentError("lockstep_gather_uneven: result is NULL");
             },
             [&] { gathered = c.gather_uneven(*in, site); });
@@ -598,7 +631,7 @@ lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective
         }
         const OpKind op = kinds[collective];
         const bool reduces = op == OpKind::Reduce || op == OpKind::Allreduce || op == OpKind::ReduceScatter;
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_reject_call");
         const CallSite site = begin_call(c, options, "lockstep_reject_call", op, nullptr, root, std::nullopt);
         const std::string text = message != nullptr ? message : "the caller's arguments could not be converted";
         c.reject_call(op, nullptr, root, reduces ? reduce_op_of(reduce_op) : std::nullopt,
@@ -612,7 +645,7 @@ lockstep_status_t lockstep_send(lockstep_comm_t comm, lockstep_tensor_t tensor, 
         lockstep_call_options_t o;
         const CallSite site = call_site(options, "lockstep_send", &o);
         wait_for_stream(o.cuda_stream);
-        communicator(comm).send(c_api::tensor(tensor, "the tensor"), dest, tag, site);
+        communicator(comm, "lockstep_send").send(c_api::tensor(tensor, "lockstep_send", "tensor"), dest, tag, site);
     });
 }
 
@@ -622,8 +655,8 @@ lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_tensor_t output, 
         lockstep_call_options_t o;
         const CallSite site = call_site(options, "lockstep_recv", &o);
         wait_for_stream(o.cuda_stream);
-        Communicator& c = communicator(comm);
-        Tensor& out = c_api::tensor(output, "the output");
+        Communicator& c = communicator(comm, "lockstep_recv");
+        Tensor& out = c_api::tensor(output, "lockstep_recv", "output");
         int from = source;
         if (source == LOCKSTEP_ANY_SOURCE) {
             from = c.recv_any(out, tag, site);

@@ -10,11 +10,15 @@
  *    every rank (a signature mismatch in debug mode, a call one rank could not start) gives the same text on every
  *    rank.
  *  - Handles are opaque. Every handle a function returns must be given back: lockstep_comm_free for communicators,
- *    lockstep_tensor_release for tensors.
+ *    lockstep_tensor_release for tensors. Every function checks its handles against the ones the library handed out
+ *    and has not taken back: a freed or released handle, or a pointer no function returned, is
+ *    LOCKSTEP_ERROR_INVALID_ARGUMENT naming the function and the argument, never a crash (a handle whose address the
+ *    library has since given to a new handle cannot be told apart from that one).
  *  - Option structs begin with their own size. Initialise them with their LOCKSTEP_..._INIT macro, then set the fields
  *    you need: a program built against an older header passes a smaller struct, and the library reads only the fields
  *    that struct has. A NULL options pointer means all defaults. Flag bits this library does not know are an error
- *    (LOCKSTEP_ERROR_INVALID_ARGUMENT), never ignored.
+ *    (LOCKSTEP_ERROR_INVALID_ARGUMENT), never ignored. A struct_size above 4096 is LOCKSTEP_ERROR_INVALID_ARGUMENT
+ *    (read no further than the size field).
  *  - Status codes are frozen: a code keeps its number forever and new codes are only appended.
  *
  * DLPack: this header carries the DLPack 1.0 type definitions (DLTensor, DLManagedTensor, DLManagedTensorVersioned)
@@ -305,7 +309,8 @@ LOCKSTEP_C_API lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t*
                                                       lockstep_dtype_t dtype, lockstep_device_t device, uint64_t flags,
                                                       void (*deleter)(void* context), void* context,
                                                       lockstep_tensor_t* out);
-/* References: a new handle starts at 1. Release with a NULL handle is a no-op. */
+/* References: a new handle starts at 1. Release with a NULL handle is a no-op; a release after the last one (and any
+ * other use of the handle then) is LOCKSTEP_ERROR_INVALID_ARGUMENT. */
 LOCKSTEP_C_API lockstep_status_t lockstep_tensor_retain(lockstep_tensor_t tensor);
 LOCKSTEP_C_API lockstep_status_t lockstep_tensor_release(lockstep_tensor_t tensor);
 /* Getters. The shape pointer stays valid as long as the tensor. */
@@ -374,11 +379,13 @@ typedef struct lockstep_call_options {
  * same handle for both works in place (where the shapes allow). Outputs are the caller's tensors of the shape the
  * operation produces; results are written into their memory. */
 LOCKSTEP_C_API lockstep_status_t lockstep_barrier(lockstep_comm_t comm, const lockstep_call_options_t* options);
-/* root's input to every rank's output; output may equal input (the root's is then only read). */
+/* root's input to every rank's output; output may equal input (the root's is then only read). Non-roots' input may
+ * be NULL; where given, every rank checks its output against it, as the root does. */
 LOCKSTEP_C_API lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t input,
                                                     lockstep_tensor_t output, int32_t root,
                                                     const lockstep_call_options_t* options);
-/* The reduction at root's output (other ranks' output is not written and may be NULL). */
+/* The reduction at root's output (other ranks' output is not written and may be NULL or the input; any other output
+ * is checked as the root's is). */
 LOCKSTEP_C_API lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
                                                  lockstep_tensor_t output, lockstep_reduce_op_t op, int32_t root,
                                                  const lockstep_call_options_t* options);
@@ -386,7 +393,7 @@ LOCKSTEP_C_API lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockst
                                                     lockstep_tensor_t output, lockstep_reduce_op_t op,
                                                     const lockstep_call_options_t* options);
 /* Inputs [d0, ...] concatenated in rank order into [size * d0, ...] (a 0-d input gives [size]). gather: at root only
- * (other ranks' output may be NULL). */
+ * (other ranks' output may be NULL or the input; any other output is checked as the root's is). */
 LOCKSTEP_C_API lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
                                                  lockstep_tensor_t output, int32_t root,
                                                  const lockstep_call_options_t* options);

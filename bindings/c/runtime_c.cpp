@@ -89,7 +89,7 @@ Classified classify_current() noexcept {
 lockstep_status_t record_current_exception(lockstep_comm_s* comm) noexcept {
     try {
         Classified c = classify_current();
-        if (comm != nullptr) {
+        if (is_live(comm)) {
             std::scoped_lock lock(comm->error_mutex);
             comm->last_error = c.text;
         }
@@ -162,14 +162,14 @@ CallSite call_site(const lockstep_call_options_t* options, const char* entry, lo
     return site;
 }
 
-// The communicator handles alive: lockstep_finalize frees their communicators while MPI still runs.
-std::mutex& handles_mutex() {
+// The communicator handles alive, for lockstep_finalize, which frees their communicators while MPI still runs.
+std::mutex& comm_handles_mutex() {
     static std::mutex m;
     return m;
 }
 // In creation order, which is the same on every process: lockstep_finalize frees them in it (MPI_Comm_free is
 // collective).
-std::vector<lockstep_comm_s*>& live_handles() {
+std::vector<lockstep_comm_s*>& comm_handles_in_order() {
     static std::vector<lockstep_comm_s*> s;
     return s;
 }
@@ -179,25 +179,39 @@ lockstep_comm_s* new_comm_handle(std::unique_ptr<Communicator> owned, bool world
     handle->comm = world ? &Communicator::world() : owned.get();
     handle->owned = std::move(owned);
     handle->world = world;
-    std::scoped_lock lock(handles_mutex());
-    live_handles().push_back(handle.get());
+    std::scoped_lock lock(comm_handles_mutex());
+    auto& all = comm_handles_in_order();
+    all.reserve(all.size() + 1);  // nothing fails after the insertion into the set
+    live_handles_set().insert(handle.get(), HandleKind::Communicator);
+    all.push_back(handle.get());
     return handle.release();
 }
 
 bool forget_comm_handle(lockstep_comm_s* handle) noexcept {
-    std::scoped_lock lock(handles_mutex());
-    auto& all = live_handles();
-    const auto it = std::find(all.begin(), all.end(), handle);
-    if (it == all.end()) return false;
-    all.erase(it);
+    std::scoped_lock lock(comm_handles_mutex());
+    if (!live_handles_set().erase(handle, HandleKind::Communicator)) return false;
+    auto& all = comm_handles_in_order();
+    all.erase(std::find(all.begin(), all.end(), handle));
     return true;
 }
 
-Communicator& communicator(lockstep_comm_s* handle) {
-    require(handle, "the communicator handle");
+bool is_live(const lockstep_comm_s* handle) noexcept {
+    return live_handles_set().contains(handle, HandleKind::Communicator);
+}
+
+Communicator& communicator(lockstep_comm_s* handle, const char* entry, const char* argument) {
+    if (!is_live(handle)) {
+        if (handle == nullptr) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{}: {} is NULL", entry, argument));
+        fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+             fmt::format("{}: {} is not a live communicator handle (freed by lockstep_comm_free already, or never "
+                         "made by lockstep)",
+                         entry, argument));
+    }
     if (handle->comm == nullptr) {
         fail(LOCKSTEP_ERROR_INVALID_USAGE,
-             "this communicator was freed by lockstep_finalize; create communicators after lockstep_init");
+             fmt::format("{}: the communicator {} was freed by lockstep_finalize; create communicators after "
+                         "lockstep_init",
+                         entry, argument));
     }
     return *handle->comm;
 }
@@ -343,8 +357,8 @@ int32_t lockstep_is_initialized(void) {
 lockstep_status_t lockstep_finalize(void) {
     return guarded(nullptr, [&] {
         {
-            std::scoped_lock lock(handles_mutex());
-            for (lockstep_comm_s* h : live_handles()) {
+            std::scoped_lock lock(comm_handles_mutex());
+            for (lockstep_comm_s* h : comm_handles_in_order()) {
                 h->owned.reset();  // MPI_Comm_free while MPI still runs
                 h->comm = nullptr;
             }
@@ -378,13 +392,13 @@ int32_t lockstep_runtime_owns_mpi(lockstep_runtime_t /*runtime*/) {
 // ---------------------------------------------------------------- agreements
 
 lockstep_status_t lockstep_set_trigger(lockstep_comm_t comm) {
-    return guarded(comm, [&] { set_trigger(communicator(comm)); });
+    return guarded(comm, [&] { set_trigger(communicator(comm, "lockstep_set_trigger")); });
 }
 
 lockstep_status_t lockstep_check_trigger(lockstep_comm_t comm, int32_t* triggered,
                                          const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_check_trigger");
         CallSite site;
         try {
             require_out(triggered, "triggered");
@@ -422,7 +436,7 @@ lockstep_status_t lockstep_find_executable_batch_size(lockstep_comm_t comm, int6
         bo.factor = o.factor;
         bo.minimum = o.minimum;
         bo.refine_upward = (o.flags & LOCKSTEP_BATCH_REFINE_UPWARD) != 0;
-        Communicator& c = communicator(comm);
+        Communicator& c = communicator(comm, "lockstep_find_executable_batch_size");
         try {
             const BatchSizeResult r = find_executable_batch_size(
                 starting_batch_size,

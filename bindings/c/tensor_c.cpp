@@ -18,15 +18,30 @@ using namespace lockstep::c_api;
 
 namespace lockstep::c_api {
 
-lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* what) {
-    if (handle == nullptr) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{} handle is NULL", what));
-    return handle->tensor;
+std::string dead_tensor_text(const lockstep_tensor_s* handle, const char* entry, const char* argument) {
+    if (handle == nullptr) return fmt::format("{}: {} is NULL", entry, argument);
+    return fmt::format("{}: {} is not a live tensor handle (released already, or never made by lockstep)", entry,
+                       argument);
+}
+
+lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* entry, const char* argument) {
+    lockstep::Tensor* t = live_tensor(handle);
+    if (t == nullptr) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, dead_tensor_text(handle, entry, argument));
+    return *t;
+}
+
+NewTensorHandle::NewTensorHandle() : handle_(std::make_unique<lockstep_tensor_s>()) {
+    live_handles_set().insert(handle_.get(), HandleKind::Tensor);
+}
+
+NewTensorHandle::~NewTensorHandle() {
+    if (handle_ != nullptr) live_handles_set().erase(handle_.get(), HandleKind::Tensor);
 }
 
 lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t) {
-    auto* h = new lockstep_tensor_s();
+    NewTensorHandle h;
     h->tensor = std::move(t);
-    return h;
+    return h.release();
 }
 
 }  // namespace lockstep::c_api
@@ -303,7 +318,7 @@ lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t* shape, int32_t
         std::function<void()> release;
         if (deleter != nullptr) release = [deleter, context] { deleter(context); };
         // The handle first: once the memory is taken over nothing may fail, or the caller would free it a second time.
-        auto handle = std::make_unique<lockstep_tensor_s>();
+        NewTensorHandle handle;
         handle->tensor = Tensor::from_blob(data, shape_of(shape, ndim), dtype_of_code(dtype), device_of(device),
                                            std::move(release), (flags & LOCKSTEP_TENSOR_READ_ONLY) != 0);
         *out = handle.release();
@@ -312,7 +327,7 @@ lockstep_status_t lockstep_tensor_wrap(void* data, const int64_t* shape, int32_t
 
 lockstep_status_t lockstep_tensor_retain(lockstep_tensor_t t) {
     return guarded(nullptr, [&] {
-        require(t, "the tensor handle");
+        (void)tensor(t, "lockstep_tensor_retain", "tensor");
         t->references.fetch_add(1, std::memory_order_relaxed);
     });
 }
@@ -320,50 +335,55 @@ lockstep_status_t lockstep_tensor_retain(lockstep_tensor_t t) {
 lockstep_status_t lockstep_tensor_release(lockstep_tensor_t t) {
     return guarded(nullptr, [&] {
         if (t == nullptr) return;
-        if (t->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete t;
+        (void)tensor(t, "lockstep_tensor_release", "tensor");
+        if (t->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            // Out of the set first: from here on the handle is refused, and a second release is an error.
+            live_handles_set().erase(t, HandleKind::Tensor);
+            delete t;
+        }
     });
 }
 
 lockstep_status_t lockstep_tensor_data(lockstep_tensor_t t, void** data) {
     return guarded(nullptr, [&] {
         require_out(data, "data");
-        *data = tensor(t, "the tensor").data();
+        *data = tensor(t, "lockstep_tensor_data", "tensor").data();
     });
 }
 lockstep_status_t lockstep_tensor_ndim(lockstep_tensor_t t, int32_t* ndim) {
     return guarded(nullptr, [&] {
         require_out(ndim, "ndim");
-        *ndim = static_cast<int32_t>(tensor(t, "the tensor").dim());
+        *ndim = static_cast<int32_t>(tensor(t, "lockstep_tensor_ndim", "tensor").dim());
     });
 }
 lockstep_status_t lockstep_tensor_shape(lockstep_tensor_t t, const int64_t** shape) {
     return guarded(nullptr, [&] {
         require_out(shape, "shape");
-        *shape = tensor(t, "the tensor").shape().data();
+        *shape = tensor(t, "lockstep_tensor_shape", "tensor").shape().data();
     });
 }
 lockstep_status_t lockstep_tensor_numel(lockstep_tensor_t t, int64_t* numel) {
     return guarded(nullptr, [&] {
         require_out(numel, "numel");
-        *numel = tensor(t, "the tensor").numel();
+        *numel = tensor(t, "lockstep_tensor_numel", "tensor").numel();
     });
 }
 lockstep_status_t lockstep_tensor_nbytes(lockstep_tensor_t t, size_t* nbytes) {
     return guarded(nullptr, [&] {
         require_out(nbytes, "nbytes");
-        *nbytes = tensor(t, "the tensor").nbytes();
+        *nbytes = tensor(t, "lockstep_tensor_nbytes", "tensor").nbytes();
     });
 }
 lockstep_status_t lockstep_tensor_dtype(lockstep_tensor_t t, lockstep_dtype_t* dtype) {
     return guarded(nullptr, [&] {
         require_out(dtype, "dtype");
-        *dtype = code_of_dtype(tensor(t, "the tensor").dtype());
+        *dtype = code_of_dtype(tensor(t, "lockstep_tensor_dtype", "tensor").dtype());
     });
 }
 lockstep_status_t lockstep_tensor_device(lockstep_tensor_t t, lockstep_device_t* device) {
     return guarded(nullptr, [&] {
         require_out(device, "device");
-        const Device d = tensor(t, "the tensor").device();
+        const Device d = tensor(t, "lockstep_tensor_device", "tensor").device();
         device->type = d.is_cuda() ? LOCKSTEP_DEVICE_CUDA : LOCKSTEP_DEVICE_CPU;
         device->index = d.index();
     });
@@ -371,13 +391,13 @@ lockstep_status_t lockstep_tensor_device(lockstep_tensor_t t, lockstep_device_t*
 lockstep_status_t lockstep_tensor_is_read_only(lockstep_tensor_t t, int32_t* read_only) {
     return guarded(nullptr, [&] {
         require_out(read_only, "read_only");
-        *read_only = tensor(t, "the tensor").read_only() ? 1 : 0;
+        *read_only = tensor(t, "lockstep_tensor_is_read_only", "tensor").read_only() ? 1 : 0;
     });
 }
 
 lockstep_status_t lockstep_tensor_copy_to_host(lockstep_tensor_t t, void* host, size_t nbytes) {
     return guarded(nullptr, [&] {
-        const Tensor& x = tensor(t, "the tensor");
+        const Tensor& x = tensor(t, "lockstep_tensor_copy_to_host", "tensor");
         if (nbytes != x.nbytes()) {
             throw InvalidArgumentError(
                 fmt::format("lockstep_tensor_copy_to_host: {} holds {} bytes, not {}", x.str(), x.nbytes(), nbytes));
@@ -389,7 +409,7 @@ lockstep_status_t lockstep_tensor_copy_to_host(lockstep_tensor_t t, void* host, 
 
 lockstep_status_t lockstep_tensor_copy_from_host(lockstep_tensor_t t, const void* host, size_t nbytes) {
     return guarded(nullptr, [&] {
-        Tensor& x = tensor(t, "the tensor");
+        Tensor& x = tensor(t, "lockstep_tensor_copy_from_host", "tensor");
         if (nbytes != x.nbytes()) {
             throw InvalidArgumentError(
                 fmt::format("lockstep_tensor_copy_from_host: {} holds {} bytes, not {}", x.str(), x.nbytes(), nbytes));
@@ -415,7 +435,7 @@ lockstep_status_t lockstep_tensor_to_dlpack(lockstep_tensor_t t, uint64_t flags,
     return guarded(nullptr, [&] {
         require_out(out, "out");
         check_flags(flags, LOCKSTEP_DLPACK_EXPORT_READ_ONLY_AS_WRITABLE, "lockstep_tensor_to_dlpack");
-        const Tensor& x = tensor(t, "the tensor");
+        const Tensor& x = tensor(t, "lockstep_tensor_to_dlpack", "tensor");
         if (x.read_only() && (flags & LOCKSTEP_DLPACK_EXPORT_READ_ONLY_AS_WRITABLE) == 0) {
             throw ReadOnlyError(
                 fmt::format("{} is read-only, and the legacy DLPack structure cannot say so; export it with "
@@ -431,7 +451,7 @@ lockstep_status_t lockstep_tensor_to_dlpack_versioned(lockstep_tensor_t t, uint6
     return guarded(nullptr, [&] {
         require_out(out, "out");
         check_flags(flags, LOCKSTEP_DLPACK_EXPORT_READ_ONLY_AS_WRITABLE, "lockstep_tensor_to_dlpack_versioned");
-        const Tensor& x = tensor(t, "the tensor");
+        const Tensor& x = tensor(t, "lockstep_tensor_to_dlpack_versioned", "tensor");
         DLManagedTensorVersioned* m = export_tensor<DLManagedTensorVersioned>(x);
         m->version.major = 1;
         m->version.minor = 0;
@@ -447,7 +467,7 @@ lockstep_status_t lockstep_tensor_from_dlpack(DLManagedTensor* managed, uint64_t
         std::function<void()> release = [managed] {
             if (managed->deleter != nullptr) managed->deleter(managed);
         };
-        auto handle = std::make_unique<lockstep_tensor_s>();  // first: nothing may fail after the take-over
+        NewTensorHandle handle;  // first: nothing may fail after the take-over
         handle->tensor = import_tensor(managed->dl_tensor, false, flags, release);
         *out = handle.release();
     });
@@ -466,7 +486,7 @@ lockstep_status_t lockstep_tensor_from_dlpack_versioned(DLManagedTensorVersioned
             if (managed->deleter != nullptr) managed->deleter(managed);
         };
         const bool read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-        auto handle = std::make_unique<lockstep_tensor_s>();  // first: nothing may fail after the take-over
+        NewTensorHandle handle;  // first: nothing may fail after the take-over
         handle->tensor = import_tensor(managed->dl_tensor, read_only, flags, release);
         *out = handle.release();
     });

@@ -18,6 +18,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "arguments.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include <vector>
 
 namespace py = pybind11;
+using namespace lockstep_python;
 
 namespace {
 
@@ -219,6 +222,12 @@ using OptionalStream = std::optional<uintptr_t>;
 // The per-call options of one collective: the caller's place and the report tag, alive for the duration of the call.
 class CallOptions {
 public:
+    CallOptions() : CallOptions(std::nullopt, std::nullopt) {}
+    // The keywords of a call of `function`: the report tag (None or a str; its keyword is `tag_name`) and the stream
+    // (None or an integer).
+    CallOptions(const char* function, py::handle tag, const char* tag_name, py::handle stream)
+        : CallOptions(to_optional_string(tag, {function, tag_name}),
+                      to_optional_integer<uintptr_t>(stream, {function, "stream"})) {}
     CallOptions(const OptionalTag& tag, OptionalStream stream) : site_(caller_site()), tag_(tag) {
         if (stream) options_.cuda_stream = reinterpret_cast<void*>(*stream);
         if (site_.file != nullptr) {
@@ -244,12 +253,14 @@ thread_local bool g_call_started = false;
 // (the torch backend's checks) tells from it whether its rank entered the collective, or must still join it.
 thread_local uint64_t g_calls_entered = 0;
 
-// Runs `call` (a C collective taking the options last) with the GIL released, then raises its failure.
+// Runs `call` (a C collective taking the options last) with the GIL released, then raises its failure. `tag` and
+// `stream` are the keywords of `function` (see CallOptions).
 template <typename Call>
-void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) {
+void run_collective(const char* function, py::handle tag, py::handle stream, Call&& call,
+                    const char* tag_name = "tag") {
+    CallOptions options(function, tag, tag_name, stream);
     g_call_started = true;  // from here on, a failure is the collective's own (joined())
     ++g_calls_entered;
-    CallOptions options(tag, stream);
     lockstep_status_t status;
     {
         py::gil_scoped_release release;
@@ -263,7 +274,7 @@ void run_collective(const OptionalTag& tag, OptionalStream stream, Call&& call) 
 // other ranks are already in it: in debug mode every rank then raises the same CallRejectedError naming this rank and
 // the reason; otherwise this rank raises its own error at once, as a C++ program's would.
 void reject_conversion(lockstep_comm_t comm, lockstep_collective_t kind, int32_t root, const char* why) {
-    CallOptions options(std::nullopt, std::nullopt);  // the caller's place, as the collective would have passed it
+    CallOptions options;  // the caller's place, as the collective would have passed it
     lockstep_status_t status;
     ++g_calls_entered;
     {
@@ -273,8 +284,9 @@ void reject_conversion(lockstep_comm_t comm, lockstep_collective_t kind, int32_t
     if (status == LOCKSTEP_ERROR_CALL_REJECTED) check(status);  // debug mode: every rank raises this same error
 }
 
+// `root` is read when a conversion fails: the body may set it (-1 until its own conversion succeeded).
 template <typename Comm, typename Body>
-auto joined(Comm& c, lockstep_collective_t kind, int32_t root, Body&& body) -> decltype(body()) {
+auto joined(Comm& c, lockstep_collective_t kind, const int32_t& root, Body&& body) -> decltype(body()) {
     g_call_started = false;
     try {
         return body();
@@ -311,7 +323,7 @@ lockstep_dtype_t parse_dtype(const py::handle& spec) {
         name = spec.cast<std::string>();
     } else if (py::hasattr(spec, "name") && py::isinstance<py::str>(spec.attr("name"))) {
         name = spec.attr("name").cast<std::string>();
-    } else if (py::hasattr(spec, "__name__")) {
+    } else if (py::hasattr(spec, "__name__") && py::isinstance<py::str>(spec.attr("__name__"))) {
         name = spec.attr("__name__").cast<std::string>();
     } else {
         name = py::str(spec).cast<std::string>();
@@ -343,7 +355,8 @@ std::string device_name(lockstep_device_t device) {
     return "cuda:" + std::to_string(device.index);
 }
 
-lockstep_reduce_op_t parse_op(const std::string& op) {
+lockstep_reduce_op_t parse_op(py::handle name, const char* function) {
+    const std::string op = to_string(name, {function, "op"});
     if (op == "sum") return LOCKSTEP_SUM;
     if (op == "prod" || op == "product") return LOCKSTEP_PROD;
     if (op == "max") return LOCKSTEP_MAX;
@@ -623,7 +636,7 @@ Tensor import_capsule(const py::handle& capsule, uint64_t flags) {
 // from_dlpack(obj, copy): a capsule, or an object with __dlpack__ (asked for the versioned form first; a producer that
 // does not know max_version raises TypeError and is asked again for the legacy form).
 Tensor tensor_from_dlpack(const py::handle& object, const py::object& copy) {
-    const bool must_copy = !copy.is_none() && copy.cast<bool>();
+    const bool must_copy = to_optional_bool(copy, {"lockstep.from_dlpack", "copy"}).value_or(false);
     const bool may_copy = copy.is_none() || must_copy;
     const uint64_t flags = may_copy ? LOCKSTEP_DLPACK_ALLOW_COPY : 0;
     py::object capsule;
@@ -774,12 +787,14 @@ py::object tensor_dlpack(const Tensor& tensor, const py::object& stream, const p
         if (pair.size() != 2 || !integer(pair[0]) || !integer(pair[1])) {
             throw py::type_error(std::string("__dlpack__: ") + what + " must be a tuple of two integers");
         }
-        return std::pair<int, int>{py::int_(pair[0]).cast<int>(), py::int_(pair[1]).cast<int>()};
+        const Argument where{"__dlpack__", what};
+        return std::pair<int, int>{to_integer<int>(pair[0], where), to_integer<int>(pair[1], where)};
     };
     bool versioned = false;
     if (!max_version.is_none()) versioned = int_pair(max_version, "max_version (major, minor)").first >= 1;
-    const bool must_copy = !copy.is_none() && copy.cast<bool>();
-    const bool no_copy = !copy.is_none() && !copy.cast<bool>();
+    const std::optional<bool> copy_wanted = to_optional_bool(copy, {"__dlpack__", "copy"});
+    const bool must_copy = copy_wanted.value_or(false);
+    const bool no_copy = !copy_wanted.value_or(true);
     const lockstep_device_t own = tensor.device();
     std::optional<lockstep_device_t> target;
     if (!dl_device.is_none()) {
@@ -943,6 +958,12 @@ private:
     uint64_t generation_;
 };
 
+// The Communicator an argument must be; a TypeError naming `where` for anything else.
+Communicator& to_communicator(py::handle value, const Argument& where) {
+    if (!py::isinstance<Communicator>(value)) raise_type(value, where, "a lockstep.Communicator");
+    return value.cast<Communicator&>();
+}
+
 py::object world_communicator() {
     ensure_init();
     if (g_world != nullptr && py::handle(g_world).cast<const Communicator&>().freed()) {
@@ -962,19 +983,20 @@ py::object communicator_or_none(lockstep_comm_t handle) {
     return py::cast(Communicator(handle));
 }
 
-lockstep_comm_options_t comm_options(const py::object& debug, const py::object& timeout,
+lockstep_comm_options_t comm_options(const char* function, const py::object& debug, const py::object& timeout,
                                      const py::object& shared_memory) {
     lockstep_comm_options_t options = LOCKSTEP_COMM_OPTIONS_INIT;
-    if (!debug.is_none()) options.debug = debug.cast<bool>() ? 1 : 0;
-    if (!timeout.is_none()) options.timeout = timeout.cast<double>();
-    if (!shared_memory.is_none()) options.shared_memory = shared_memory.cast<bool>() ? 1 : 0;
+    if (const auto on = to_optional_bool(debug, {function, "debug"})) options.debug = *on ? 1 : 0;
+    if (const auto seconds = to_optional_double(timeout, {function, "timeout"})) options.timeout = *seconds;
+    if (const auto on = to_optional_bool(shared_memory, {function, "shared_memory"}))
+        options.shared_memory = *on ? 1 : 0;
     return options;
 }
 
-py::object communicator_from_fortran(int64_t fortran_handle, const py::object& debug, const py::object& timeout,
-                                     const py::object& shared_memory) {
+py::object communicator_from_fortran(const char* function, int64_t fortran_handle, const py::object& debug,
+                                     const py::object& timeout, const py::object& shared_memory) {
     ensure_init();
-    const lockstep_comm_options_t options = comm_options(debug, timeout, shared_memory);
+    const lockstep_comm_options_t options = comm_options(function, debug, timeout, shared_memory);
     lockstep_comm_t handle = nullptr;
     lockstep_status_t status;
     {
@@ -1035,21 +1057,25 @@ extern "C" lockstep_status_t call_batch_function(int64_t batch_size, void* user_
     }
 }
 
-int64_t find_executable_batch_size(Communicator& comm, const py::object& function, int64_t starting_batch_size,
-                                   double factor, int64_t minimum, bool refine_upward,
+int64_t find_executable_batch_size(const py::object& comm, const py::object& function,
+                                   const py::object& starting_batch_size, const py::object& factor,
+                                   const py::object& minimum, const py::object& refine_upward,
                                    const py::object& is_out_of_memory) {
-    lockstep_comm_t handle = comm.handle();
+    constexpr const char* where = "lockstep.find_executable_batch_size";
+    lockstep_comm_t handle = to_communicator(comm, {where, "comm"}).handle();
+    if (PyCallable_Check(function.ptr()) == 0) raise_type(function, {where, "function"}, "callable");
+    const auto starting = to_integer<int64_t>(starting_batch_size, {where, "starting_batch_size"});
     BatchSearch search{function, is_out_of_memory, std::nullopt};
     lockstep_batch_size_options_t options = LOCKSTEP_BATCH_SIZE_OPTIONS_INIT;
-    options.factor = factor;
-    options.minimum = minimum;
-    if (refine_upward) options.flags |= LOCKSTEP_BATCH_REFINE_UPWARD;
+    options.factor = to_double(factor, {where, "factor"});
+    options.minimum = to_integer<int64_t>(minimum, {where, "minimum"});
+    if (to_bool(refine_upward, {where, "refine_upward"})) options.flags |= LOCKSTEP_BATCH_REFINE_UPWARD;
     int64_t batch_size = 0;
     lockstep_status_t status;
     {
         py::gil_scoped_release release;
-        status = lockstep_find_executable_batch_size(handle, starting_batch_size, &call_batch_function, &search,
-                                                     &options, &batch_size);
+        status =
+            lockstep_find_executable_batch_size(handle, starting, &call_batch_function, &search, &options, &batch_size);
     }
     if (search.error) {
         // This rank's own exception, as the function raised it; the other ranks get the library's DistributedError.
@@ -1064,16 +1090,18 @@ int64_t find_executable_batch_size(Communicator& comm, const py::object& functio
 // ------------------------------------------------------------------------------------------------ logging
 
 lockstep_log_level_t parse_level(const py::object& level) {
-    if (py::isinstance<py::int_>(level)) {
+    const Argument where{"lockstep.log", "level"};
+    if (!PyFloat_Check(level.ptr()) && PyIndex_Check(level.ptr()) != 0) {
         // Python's logging numbers: DEBUG 10, INFO 20, WARNING 30, ERROR 40, CRITICAL 50.
-        const int number = level.cast<int>();
+        const auto number = to_integer<int64_t>(level, where);
         if (number >= 50) return LOCKSTEP_LOG_CRITICAL;
         if (number >= 40) return LOCKSTEP_LOG_ERROR;
         if (number >= 30) return LOCKSTEP_LOG_WARNING;
         if (number >= 20) return LOCKSTEP_LOG_INFO;
         return LOCKSTEP_LOG_DEBUG;
     }
-    const std::string name = level.cast<std::string>();
+    if (!PyUnicode_Check(level.ptr())) raise_type(level, where, "a level name or a number");
+    const std::string name = to_string(level, where);
     if (name == "debug") return LOCKSTEP_LOG_DEBUG;
     if (name == "info") return LOCKSTEP_LOG_INFO;
     if (name == "warning" || name == "warn") return LOCKSTEP_LOG_WARNING;
@@ -1083,7 +1111,8 @@ lockstep_log_level_t parse_level(const py::object& level) {
                  "unknown log level '" + name + "' (debug, info, warning, error, critical)");
 }
 
-lockstep_log_scope_t parse_scope(const std::string& scope) {
+lockstep_log_scope_t parse_scope(const py::object& name) {
+    const std::string scope = to_string(name, {"lockstep.log", "scope"});
     if (scope == "main") return LOCKSTEP_LOG_MAIN_PROCESS;
     if (scope == "all") return LOCKSTEP_LOG_EVERY_RANK;
     if (scope == "ordered") return LOCKSTEP_LOG_IN_RANK_ORDER;
@@ -1221,7 +1250,9 @@ PYBIND11_MODULE(_lockstep, m) {
         return py::make_tuple(site.file != nullptr ? site.file : "", site.line,
                               site.function != nullptr ? site.function : "");
     });
-    m.def("status_string", [](lockstep_status_t status) { return std::string(lockstep_status_string(status)); });
+    m.def("status_string", [](py::object status) {
+        return std::string(lockstep_status_string(to_integer<lockstep_status_t>(status, {"status_string", "status"})));
+    });
     m.def("last_error", []() { return std::string(lockstep_last_error()); });
     m.def("last_error_status", &lockstep_last_error_status);
     m.def("clear_last_error", &lockstep_clear_last_error);
@@ -1240,8 +1271,10 @@ PYBIND11_MODULE(_lockstep, m) {
             if (g_finalized)
                 raise_status(LOCKSTEP_ERROR_INVALID_USAGE, "lockstep was finalised: it cannot be used again");
             lockstep_init_options_t options = LOCKSTEP_INIT_OPTIONS_INIT;
-            if (!debug.is_none()) options.debug = debug.cast<bool>() ? 1 : 0;
-            if (!timeout.is_none()) options.timeout = timeout.cast<double>();
+            if (const auto on = to_optional_bool(debug, {"lockstep.init", "debug"})) options.debug = *on ? 1 : 0;
+            if (const auto seconds = to_optional_double(timeout, {"lockstep.init", "timeout"})) {
+                options.timeout = *seconds;
+            }
             std::string file;
             if (!config_file.is_none()) {
                 file = py::str(config_file).cast<std::string>();
@@ -1341,14 +1374,10 @@ PYBIND11_MODULE(_lockstep, m) {
 
     m.def(
         "empty",
-        [](py::object shape, py::object dtype, std::string device) {
-            std::vector<int64_t> dims;
-            if (py::isinstance<py::int_>(shape)) {
-                dims.push_back(shape.cast<int64_t>());
-            } else {
-                dims = shape.cast<std::vector<int64_t>>();
-            }
-            return empty_tensor(dims, parse_dtype(dtype), parse_device(device));
+        [](py::object shape, py::object dtype, py::object device) {
+            const std::vector<int64_t> dims = to_shape(shape, {"lockstep.empty", "shape"});
+            const lockstep_dtype_t code = parse_dtype(dtype);
+            return empty_tensor(dims, code, parse_device(to_string(device, {"lockstep.empty", "device"})));
         },
         py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = "cpu");
     m.def(
@@ -1362,8 +1391,10 @@ PYBIND11_MODULE(_lockstep, m) {
     comm.def_static("world", &world_communicator, "The communicator over every process of the runtime.")
         .def_static(
             "from_fortran",
-            [](int64_t handle, py::object debug, py::object timeout, py::object shared_memory) {
-                return communicator_from_fortran(handle, debug, timeout, shared_memory);
+            [](py::object handle, py::object debug, py::object timeout, py::object shared_memory) {
+                constexpr const char* where = "Communicator.from_fortran";
+                return communicator_from_fortran(where, to_integer<int64_t>(handle, {where, "handle"}), debug, timeout,
+                                                 shared_memory);
             },
             py::arg("handle"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
             py::arg("shared_memory") = py::none(),
@@ -1372,9 +1403,12 @@ PYBIND11_MODULE(_lockstep, m) {
             "from_mpi4py",
             [](py::object mpi4py_comm, py::object debug, py::object timeout, py::object shared_memory) {
                 // Comm.py2f() is MPI_Comm_c2f of mpi4py's handle, in the MPI that mpi4py and lockstep share.
+                constexpr const char* where = "Communicator.from_mpi4py";
                 ensure_init();
-                const int64_t handle = mpi4py_comm.attr("py2f")().cast<int64_t>();
-                return communicator_from_fortran(handle, debug, timeout, shared_memory);
+                if (!py::hasattr(mpi4py_comm, "py2f"))
+                    raise_type(mpi4py_comm, {where, "comm"}, "an mpi4py communicator");
+                const auto handle = to_integer<int64_t>(mpi4py_comm.attr("py2f")(), {where, "comm.py2f()"});
+                return communicator_from_fortran(where, handle, debug, timeout, shared_memory);
             },
             py::arg("comm"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
             py::arg("shared_memory") = py::none(),
@@ -1389,7 +1423,10 @@ PYBIND11_MODULE(_lockstep, m) {
                 check(lockstep_comm_get_debug(c.handle(), &on));
                 return on != 0;
             },
-            [](Communicator& c, bool on) { check(lockstep_comm_set_debug(c.handle(), on ? 1 : 0)); })
+            [](Communicator& c, py::object on) {
+                const bool value = to_bool(on, {"Communicator.debug", "the value"});
+                check(lockstep_comm_set_debug(c.handle(), value ? 1 : 0));
+            })
         .def_property_readonly("timeout",
                                [](const Communicator& c) {
                                    double seconds = 0;
@@ -1404,12 +1441,18 @@ PYBIND11_MODULE(_lockstep, m) {
                                })
         .def_property_readonly("_handle", [](const Communicator& c) { return reinterpret_cast<uintptr_t>(c.handle()); })
         .def(
-            "set_step", [](Communicator& c, uint64_t step) { check(lockstep_comm_set_step(c.handle(), step)); },
+            "set_step",
+            [](Communicator& c, py::object step) {
+                const auto value = to_integer<uint64_t>(step, {"Communicator.set_step", "step"});
+                check(lockstep_comm_set_step(c.handle(), value));
+            },
             py::arg("step"))
         .def(
             "split",
-            [](Communicator& c, py::object color, int32_t key) {
-                const int32_t colour = color.is_none() ? LOCKSTEP_UNDEFINED_COLOR : color.cast<int32_t>();
+            [](Communicator& c, py::object color, py::object key_object) {
+                const int32_t colour = to_optional_integer<int32_t>(color, {"Communicator.split", "color"})
+                                           .value_or(LOCKSTEP_UNDEFINED_COLOR);
+                const auto key = to_integer<int32_t>(key_object, {"Communicator.split", "key"});
                 lockstep_comm_t handle = c.handle();
                 lockstep_comm_t out = nullptr;
                 lockstep_status_t status;
@@ -1435,7 +1478,10 @@ PYBIND11_MODULE(_lockstep, m) {
              })
         .def(
             "create_group",
-            [](Communicator& c, std::vector<int32_t> ranks, int32_t tag) {
+            [](Communicator& c, py::object ranks_object, py::object tag_object) {
+                const std::vector<int32_t> ranks =
+                    to_integers<int32_t>(ranks_object, {"Communicator.create_group", "ranks"}, false);
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.create_group", "tag"});
                 lockstep_comm_t handle = c.handle();
                 lockstep_comm_t out = nullptr;
                 lockstep_status_t status;
@@ -1449,7 +1495,10 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("ranks"), py::arg("tag") = 0)
         .def(
             "_reject",
-            [](Communicator& c, const std::string& kind, int32_t root, const std::string& message) {
+            [](Communicator& c, py::object kind_object, py::object root_object, py::object message_object) {
+                const std::string kind = to_string(kind_object, {"Communicator._reject", "kind"});
+                const auto root = to_integer<int32_t>(root_object, {"Communicator._reject", "root"});
+                const std::string message = to_string(message_object, {"Communicator._reject", "message"});
                 static const std::pair<const char*, lockstep_collective_t> kinds[] = {
                     {"barrier", LOCKSTEP_COLLECTIVE_BARRIER},   {"broadcast", LOCKSTEP_COLLECTIVE_BROADCAST},
                     {"reduce", LOCKSTEP_COLLECTIVE_REDUCE},     {"allreduce", LOCKSTEP_COLLECTIVE_ALLREDUCE},
@@ -1482,7 +1531,9 @@ PYBIND11_MODULE(_lockstep, m) {
         .def("last_error", [](Communicator& c) { return std::string(lockstep_comm_last_error(c.handle())); })
         .def(
             "abort",
-            [](Communicator& c, int32_t code, std::optional<std::string> reason) {
+            [](Communicator& c, py::object code_object, py::object reason_object) {
+                const auto code = to_integer<int32_t>(code_object, {"Communicator.abort", "code"});
+                const auto reason = to_optional_string(reason_object, {"Communicator.abort", "reason"});
                 lockstep_comm_t handle = c.handle();
                 lockstep_status_t status;
                 {
@@ -1501,21 +1552,23 @@ PYBIND11_MODULE(_lockstep, m) {
         // ------------------------------------------------------------ collectives
         .def(
             "barrier",
-            [](Communicator& c, OptionalTag tag, OptionalStream stream) {
+            [](Communicator& c, py::object tag, py::object stream) {
                 return joined(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, [&]() -> void {
                     lockstep_comm_t handle = c.handle();
-                    run_collective(tag, stream,
+                    run_collective("Communicator.barrier", tag, stream,
                                    [&](const lockstep_call_options_t* o) { return lockstep_barrier(handle, o); });
                 });
             },
             py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "broadcast",
-            [](Communicator& c, py::object x, int32_t root, OptionalTag tag, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream) {
+                int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.broadcast", "root"});
                     lockstep_comm_t handle = c.handle();
                     Operand t = to_operand(x, false);
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.broadcast", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_broadcast(handle, t.handle, t.handle, root, o);
                     });
                     return x;
@@ -1525,13 +1578,13 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("stream") = py::none())
         .def(
             "_allreduce_general",
-            [](Communicator& c, py::object x, std::string op, py::object out, OptionalTag tag, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream) {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
-                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.allreduce", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_allreduce(handle, input.handle, output.handle, reduce_op, o);
                     });
                     return out.is_none() ? x : out;
@@ -1541,14 +1594,16 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "reduce",
-            [](Communicator& c, py::object x, int32_t root, std::string op, py::object out, OptionalTag tag,
-               OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object root_object, py::object op, py::object out, py::object tag,
+               py::object stream) {
+                int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_REDUCE, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.reduce", "root"});
                     lockstep_comm_t handle = c.handle();
-                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.reduce", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_reduce(handle, input.handle, output.handle, reduce_op, root, o);
                     });
                     return out.is_none() ? x : out;
@@ -1558,7 +1613,7 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "allgather",
-            [](Communicator& c, py::object x, py::object out, OptionalTag tag, OptionalStream stream) -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
@@ -1571,7 +1626,7 @@ PYBIND11_MODULE(_lockstep, m) {
                     } else {
                         output = to_operand(out, false);
                     }
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.allgather", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_allgather(handle, input.handle, output.handle, o);
                     });
                     if (created) return py::cast(std::move(*created));
@@ -1582,24 +1637,24 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("stream") = py::none())
         .def(
             "gather",
-            [](Communicator& c, py::object x, int32_t root, py::object out, OptionalTag tag,
-               OptionalStream stream) -> py::object {
+            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag,
+               py::object stream) -> py::object {
+                int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.gather", "root"});
                     lockstep_comm_t handle = c.handle();
                     const bool is_root = c.rank() == root;
                     Operand input = to_operand(x, false);
                     std::optional<Tensor> created;
                     Operand output;
-                    if (is_root) {
-                        if (out.is_none()) {
-                            Tensor in = borrow(input.handle);
-                            created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
-                            output.handle = created->handle();
-                        } else {
-                            output = to_operand(out, false);
-                        }
+                    if (is_root && out.is_none()) {
+                        Tensor in = borrow(input.handle);
+                        created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
+                        output.handle = created->handle();
+                    } else if (!out.is_none()) {  // also a non-root's: every rank checks a given output alike
+                        output = to_operand(out, false);
                     }
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.gather", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_gather(handle, input.handle, output.handle, root, o);
                     });
                     if (!is_root) return py::none();
@@ -1611,12 +1666,15 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("stream") = py::none())
         .def(
             "scatter",
-            [](Communicator& c, py::object x, py::object out, int32_t root, OptionalTag tag, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag,
+               py::object stream) {
+                int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.scatter", "root"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Operand output = to_operand(out, false);
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.scatter", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_scatter(handle, input.handle, output.handle, root, o);
                     });
                     return out;
@@ -1626,11 +1684,11 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("stream") = py::none())
         .def(
             "reduce_scatter",
-            [](Communicator& c, py::object x, py::object out, std::string op, OptionalTag tag,
-               OptionalStream stream) -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object op, py::object tag,
+               py::object stream) -> py::object {
                 return joined(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
-                    const lockstep_reduce_op_t reduce_op = parse_op(op);
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
                     Operand input = to_operand(x, false);
                     std::optional<Tensor> created;
                     Operand output;
@@ -1644,7 +1702,7 @@ PYBIND11_MODULE(_lockstep, m) {
                     } else {
                         output = to_operand(out, false);
                     }
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.reduce_scatter", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_reduce_scatter(handle, input.handle, output.handle, reduce_op, o);
                     });
                     if (created) return py::cast(std::move(*created));
@@ -1655,7 +1713,7 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "alltoall",
-            [](Communicator& c, py::object x, py::object out, OptionalTag tag, OptionalStream stream) -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
@@ -1668,7 +1726,7 @@ PYBIND11_MODULE(_lockstep, m) {
                     } else {
                         output = to_operand(out, false);
                     }
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.alltoall", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_alltoall(handle, input.handle, output.handle, o);
                     });
                     if (created) return py::cast(std::move(*created));
@@ -1679,12 +1737,12 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("stream") = py::none())
         .def(
             "gather_uneven",
-            [](Communicator& c, py::object x, OptionalTag tag, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object tag, py::object stream) {
                 return joined(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, [&]() -> Tensor {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     lockstep_tensor_t result = nullptr;
-                    run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+                    run_collective("Communicator.gather_uneven", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_gather_uneven(handle, input.handle, &result, o);
                     });
                     return Tensor(result);
@@ -1693,24 +1751,34 @@ PYBIND11_MODULE(_lockstep, m) {
             py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
         .def(
             "send",
-            [](Communicator& c, py::object x, int32_t dest, int32_t tag, OptionalTag name, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object dest_object, py::object tag_object, py::object name,
+               py::object stream) {
+                const auto dest = to_integer<int32_t>(dest_object, {"Communicator.send", "dest"});
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.send", "tag"});
                 lockstep_comm_t handle = c.handle();
                 Operand t = to_operand(x, false);
-                run_collective(name, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_send(handle, t.handle, dest, tag, o);
-                });
+                run_collective(
+                    "Communicator.send", name, stream,
+                    [&](const lockstep_call_options_t* o) { return lockstep_send(handle, t.handle, dest, tag, o); },
+                    "name");
             },
             py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),
             py::arg("stream") = py::none())
         .def(
             "recv",
-            [](Communicator& c, py::object x, int32_t source, int32_t tag, OptionalTag name, OptionalStream stream) {
+            [](Communicator& c, py::object x, py::object source_object, py::object tag_object, py::object name,
+               py::object stream) {
+                const auto source = to_integer<int32_t>(source_object, {"Communicator.recv", "source"});
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.recv", "tag"});
                 lockstep_comm_t handle = c.handle();
                 Operand t = to_operand(x, false);
                 int32_t actual = -1;
-                run_collective(name, stream, [&](const lockstep_call_options_t* o) {
-                    return lockstep_recv(handle, t.handle, source, tag, &actual, o);
-                });
+                run_collective(
+                    "Communicator.recv", name, stream,
+                    [&](const lockstep_call_options_t* o) {
+                        return lockstep_recv(handle, t.handle, source, tag, &actual, o);
+                    },
+                    "name");
                 return actual;
             },
             py::arg("x"), py::arg("source") = LOCKSTEP_ANY_SOURCE, py::arg("tag") = 0, py::kw_only(),
@@ -1718,13 +1786,17 @@ PYBIND11_MODULE(_lockstep, m) {
 
     // ---------------------------------------------------------------- agreements, memory, seeds, logging
     m.def(
-        "set_trigger", [](Communicator& c) { check(lockstep_set_trigger(c.handle())); }, py::arg("comm"));
+        "set_trigger",
+        [](py::object comm) {
+            check(lockstep_set_trigger(to_communicator(comm, {"lockstep.set_trigger", "comm"}).handle()));
+        },
+        py::arg("comm"));
     m.def(
         "check_trigger",
-        [](Communicator& c, OptionalTag tag, OptionalStream stream) {
-            lockstep_comm_t handle = c.handle();
+        [](py::object comm, py::object tag, py::object stream) {
+            lockstep_comm_t handle = to_communicator(comm, {"lockstep.check_trigger", "comm"}).handle();
             int32_t triggered = 0;
-            run_collective(tag, stream, [&](const lockstep_call_options_t* o) {
+            run_collective("lockstep.check_trigger", tag, stream, [&](const lockstep_call_options_t* o) {
                 return lockstep_check_trigger(handle, &triggered, o);
             });
             return triggered != 0;
@@ -1745,17 +1817,21 @@ PYBIND11_MODULE(_lockstep, m) {
     });
     m.def(
         "set_seed",
-        [](uint64_t seed, bool device_specific) {
+        [](py::object seed, py::object device_specific) {
+            const auto value = to_integer<uint64_t>(seed, {"lockstep.set_seed", "seed"});
+            const bool per_device = to_bool(device_specific, {"lockstep.set_seed", "device_specific"});
             ensure_init();
-            check(lockstep_set_seed(seed, device_specific ? 1 : 0));
+            check(lockstep_set_seed(value, per_device ? 1 : 0));
         },
         py::arg("seed"), py::arg("device_specific") = false);
     m.def(
         "log",
-        [](std::string message, py::object level, std::string scope, std::optional<std::string> logger) {
-            ensure_init();
+        [](py::object message_object, py::object level, py::object scope, py::object logger_object) {
+            const std::string message = to_string(message_object, {"lockstep.log", "message"});
+            const auto logger = to_optional_string(logger_object, {"lockstep.log", "logger"});
             const lockstep_log_level_t log_level = parse_level(level);
             const lockstep_log_scope_t log_scope = parse_scope(scope);
+            ensure_init();
             lockstep_status_t status;
             {
                 // The ordered scope is collective over the world.
@@ -1768,9 +1844,13 @@ PYBIND11_MODULE(_lockstep, m) {
 
     m.attr("UNDEFINED_COLOR") = LOCKSTEP_UNDEFINED_COLOR;
     m.attr("ANY_SOURCE") = LOCKSTEP_ANY_SOURCE;
+    // Every status code the C library names, {code: "LOCKSTEP_ERROR_..."}: from 0 up to the first code it does not
+    // know (codes are only ever appended). The package builds its exception classes on it.
     py::dict codes;
-    for (lockstep_status_t code = LOCKSTEP_OK; code <= LOCKSTEP_ERROR_CALLBACK; ++code) {
-        codes[py::int_(code)] = py::str(lockstep_status_string(code));
+    for (lockstep_status_t code = LOCKSTEP_OK;; ++code) {
+        const std::string name = lockstep_status_string(code);
+        if (name == "LOCKSTEP_ERROR_UNKNOWN") break;
+        codes[py::int_(code)] = py::str(name);
     }
     m.attr("STATUS_NAMES") = codes;
 

@@ -525,15 +525,7 @@ int main(void) {
         printf("c_api_cuda_test: no CUDA device, skipped\n");
         return 77;
     }
-    OK(lockstep_init(NULL, NULL));
-    OK(lockstep_comm_world(&world));
-    OK(lockstep_comm_rank(world, &rank));
-    OK(lockstep_comm_size(world, &size));
-    my_rank = rank;
-    if (size < 2) {
-        fprintf(stderr, "c_api_cuda_test needs at least 2 ranks\n");
-        return 2;
-    }
+    if (start_world("c_api_cuda_test", &world, &rank, &size) != 0) return 2;
     CUDA_OK(cudaSetDevice(0));
     test_device_tensors(world, rank, size);
     test_wrap(world, rank, size);

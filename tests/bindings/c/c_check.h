@@ -33,6 +33,21 @@ static int my_rank = 0;
 
 static const lockstep_device_t cpu = {LOCKSTEP_DEVICE_CPU, 0};
 
+/* lockstep_init and the world communicator of a test program that needs 2 or more ranks; sets my_rank. 0 when it
+ * started, else the exit code for main (2: too few ranks). */
+static inline int start_world(const char* program, lockstep_comm_t* world, int32_t* rank, int32_t* size) {
+    OK(lockstep_init(NULL, NULL));
+    OK(lockstep_comm_world(world));
+    OK(lockstep_comm_rank(*world, rank));
+    OK(lockstep_comm_size(*world, size));
+    my_rank = *rank;
+    if (*size < 2) {
+        fprintf(stderr, "%s needs at least 2 ranks\n", program);
+        return 2;
+    }
+    return 0;
+}
+
 /* FNV-1a of a text: ranks compare error texts through an allgather of their hashes. */
 static int64_t text_hash(const char* s) {
     uint64_t h = 1469598103934665603ULL;
