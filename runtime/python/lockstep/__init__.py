@@ -28,12 +28,50 @@ from . import _lockstep
 from ._lockstep import Communicator, Tensor
 
 __all__ = [
-    "__version__", "version", "build_info", "init", "finalize", "is_initialized", "owns_mpi", "rank", "size",
-    "local_rank", "local_size", "Tensor", "empty", "from_dlpack", "as_tensor", "Communicator", "set_trigger",
-    "check_trigger", "find_executable_batch_size", "free_memory", "set_seed", "log", "get_logger", "Logger", "Error",
-    "SignatureMismatchError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError", "MpiError", "CudaError",
-    "TimeoutError", "ReadOnlyError", "UnsupportedError", "VersionError", "InvalidArgumentError", "InvalidUsageError",
-    "InternalError", "CallRejectedError", "DistributedError", "ConfigError", "LockstepRuntimeError", "RuntimeError_",
+    "__version__",
+    "version",
+    "build_info",
+    "init",
+    "finalize",
+    "is_initialized",
+    "owns_mpi",
+    "rank",
+    "size",
+    "local_rank",
+    "local_size",
+    "Tensor",
+    "empty",
+    "from_dlpack",
+    "as_tensor",
+    "Communicator",
+    "set_trigger",
+    "check_trigger",
+    "find_executable_batch_size",
+    "free_memory",
+    "set_seed",
+    "log",
+    "get_logger",
+    "Logger",
+    "Error",
+    "SignatureMismatchError",
+    "ShapeError",
+    "DTypeError",
+    "DeviceError",
+    "OutOfMemoryError",
+    "MpiError",
+    "CudaError",
+    "TimeoutError",
+    "ReadOnlyError",
+    "UnsupportedError",
+    "VersionError",
+    "InvalidArgumentError",
+    "InvalidUsageError",
+    "InternalError",
+    "CallRejectedError",
+    "DistributedError",
+    "ConfigError",
+    "LockstepRuntimeError",
+    "RuntimeError_",
     "CallbackError",
 ]
 
@@ -48,54 +86,98 @@ class Error(RuntimeError):
 
 
 def _error_class(class_name, status, *extra_bases, doc):
-    cls = type(class_name, (Error,) + extra_bases, {
-        "__doc__": doc,
-        "__module__": __name__,
-        "status": status,
-        "name": _lockstep.STATUS_NAMES[status],
-    })
+    cls = type(
+        class_name,
+        (Error,) + extra_bases,
+        {
+            "__doc__": doc,
+            "__module__": __name__,
+            "status": status,
+            "name": _lockstep.STATUS_NAMES[status],
+        },
+    )
     return cls
 
 
-SignatureMismatchError = _error_class("SignatureMismatchError", 1,
-                                      doc="A collective whose calls differ between ranks (debug mode).")
+SignatureMismatchError = _error_class(
+    "SignatureMismatchError", 1, doc="A collective whose calls differ between ranks (debug mode)."
+)
 ShapeError = _error_class("ShapeError", 2, doc="A wrong shape for the operation.")
 DTypeError = _error_class("DTypeError", 3, doc="A wrong or unsupported element type.")
 DeviceError = _error_class("DeviceError", 4, doc="A device that cannot be used.")
-OutOfMemoryError = _error_class("OutOfMemoryError", 5, MemoryError,
-                                doc="An allocator ran out of memory (host or CUDA). Also a MemoryError.")
+OutOfMemoryError = _error_class(
+    "OutOfMemoryError", 5, MemoryError, doc="An allocator ran out of memory (host or CUDA). Also a MemoryError."
+)
 MpiError = _error_class("MpiError", 6, doc="An MPI call returned an error code.")
 CudaError = _error_class("CudaError", 7, doc="A CUDA or cuBLAS call returned an error code.")
-TimeoutError = _error_class("TimeoutError", 8, _builtins.TimeoutError,
-                            doc="A collective outlived its time limit (the watchdog's verdict). Also builtins.TimeoutError.")
+TimeoutError = _error_class(
+    "TimeoutError",
+    8,
+    _builtins.TimeoutError,
+    doc="A collective outlived its time limit (the watchdog's verdict). Also builtins.TimeoutError.",
+)
 ReadOnlyError = _error_class("ReadOnlyError", 9, doc="A write into a read-only tensor.")
-UnsupportedError = _error_class("UnsupportedError", 10,
-                                doc="An operation, dtype, device or layout this build does not support.")
+UnsupportedError = _error_class(
+    "UnsupportedError", 10, doc="An operation, dtype, device or layout this build does not support."
+)
 VersionError = _error_class("VersionError", 11, doc="The header and the library do not fit.")
-InvalidArgumentError = _error_class("InvalidArgumentError", 12, ValueError,
-                                    doc="An argument outside its domain. Also a ValueError.")
-InvalidUsageError = _error_class("InvalidUsageError", 13,
-                                 doc="A call at the wrong time: before init, after finalize, on a freed communicator.")
+InvalidArgumentError = _error_class(
+    "InvalidArgumentError", 12, ValueError, doc="An argument outside its domain. Also a ValueError."
+)
+InvalidUsageError = _error_class(
+    "InvalidUsageError", 13, doc="A call at the wrong time: before init, after finalize, on a freed communicator."
+)
 InternalError = _error_class("InternalError", 14, doc="A failure lockstep did not expect: please report it.")
-CallRejectedError = _error_class("CallRejectedError", 15,
-                                 doc="A collective some rank could not start (in debug mode: raised on every rank).")
+CallRejectedError = _error_class(
+    "CallRejectedError", 15, doc="A collective some rank could not start (in debug mode: raised on every rank)."
+)
 DistributedError = _error_class("DistributedError", 16, doc="Another disagreement between ranks.")
 ConfigError = _error_class("ConfigError", 17, doc="A setting that cannot be used.")
-LockstepRuntimeError = _error_class("LockstepRuntimeError", 18,
-                                    doc="An error of the library without a more specific code.")
+LockstepRuntimeError = _error_class(
+    "LockstepRuntimeError", 18, doc="An error of the library without a more specific code."
+)
 RuntimeError_ = LockstepRuntimeError
-CallbackError = _error_class("CallbackError", 19,
-                             doc="A callback of the caller (batch-size search) reported a failure.")
+CallbackError = _error_class(
+    "CallbackError", 19, doc="A callback of the caller (batch-size search) reported a failure."
+)
 
-_ERROR_CLASSES = {cls.status: cls for cls in (
-    SignatureMismatchError, ShapeError, DTypeError, DeviceError, OutOfMemoryError, MpiError, CudaError, TimeoutError,
-    ReadOnlyError, UnsupportedError, VersionError, InvalidArgumentError, InvalidUsageError, InternalError,
-    CallRejectedError, DistributedError, ConfigError, LockstepRuntimeError, CallbackError)}
+_ERROR_CLASSES = {
+    cls.status: cls
+    for cls in (
+        SignatureMismatchError,
+        ShapeError,
+        DTypeError,
+        DeviceError,
+        OutOfMemoryError,
+        MpiError,
+        CudaError,
+        TimeoutError,
+        ReadOnlyError,
+        UnsupportedError,
+        VersionError,
+        InvalidArgumentError,
+        InvalidUsageError,
+        InternalError,
+        CallRejectedError,
+        DistributedError,
+        ConfigError,
+        LockstepRuntimeError,
+        CallbackError,
+    )
+}
 _lockstep._register_errors(Error, _ERROR_CLASSES)
 # Frames of this package are wrappers: a collective's call site is the first frame outside it.
 # Code objects carry their file's path as imported (relative when sys.path's entry was), so both forms are given.
-_lockstep._set_package_dirs(sorted({_os.path.dirname(__file__), _os.path.dirname(_os.path.abspath(__file__)),
-                                    _os.path.dirname(_os.path.realpath(__file__))} - {""}))
+_lockstep._set_package_dirs(
+    sorted(
+        {
+            _os.path.dirname(__file__),
+            _os.path.dirname(_os.path.abspath(__file__)),
+            _os.path.dirname(_os.path.realpath(__file__)),
+        }
+        - {""}
+    )
+)
 
 # ------------------------------------------------------------------------------------------------ runtime
 
@@ -168,9 +250,15 @@ def _is_out_of_memory(exception):
         return True
     if isinstance(exception, RuntimeError) and len(exception.args) == 1 and isinstance(exception.args[0], str):
         text = exception.args[0]
-        return any(needle in text for needle in (
-            "out of memory", "CUDA out of memory", "can't allocate memory",
-            "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"))
+        return any(
+            needle in text
+            for needle in (
+                "out of memory",
+                "CUDA out of memory",
+                "can't allocate memory",
+                "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",
+            )
+        )
     return False
 
 
@@ -185,8 +273,9 @@ def _release_cached_memory():
             pass
 
 
-def find_executable_batch_size(function=None, *, starting_batch_size=128, comm=None, factor=0.5, minimum=1,
-                               refine_upward=False):
+def find_executable_batch_size(
+    function=None, *, starting_batch_size=128, comm=None, factor=0.5, minimum=1, refine_upward=False
+):
     """A decorator like accelerate's: calls `function(batch_size, *args, **kwargs)` with smaller and smaller sizes
     until it runs without running out of memory on every rank (all ranks agree on each size), and returns what that
     call returned.
@@ -201,8 +290,14 @@ def find_executable_batch_size(function=None, *, starting_batch_size=128, comm=N
         train(model)
     """
     if function is None:
-        return _functools.partial(find_executable_batch_size, starting_batch_size=starting_batch_size, comm=comm,
-                                  factor=factor, minimum=minimum, refine_upward=refine_upward)
+        return _functools.partial(
+            find_executable_batch_size,
+            starting_batch_size=starting_batch_size,
+            comm=comm,
+            factor=factor,
+            minimum=minimum,
+            refine_upward=refine_upward,
+        )
 
     @_functools.wraps(function)
     def search(*args, **kwargs):
@@ -220,8 +315,15 @@ def find_executable_batch_size(function=None, *, starting_batch_size=128, comm=N
                     raise MemoryError("out of memory") from None
                 raise
 
-        size = _lockstep.find_executable_batch_size(_comm(comm), attempt, int(starting_batch_size), float(factor),
-                                                    int(minimum), bool(refine_upward), _is_out_of_memory)
+        size = _lockstep.find_executable_batch_size(
+            _comm(comm),
+            attempt,
+            int(starting_batch_size),
+            float(factor),
+            int(minimum),
+            bool(refine_upward),
+            _is_out_of_memory,
+        )
         search.batch_size = size
         return results.get(size)
 
