@@ -2,6 +2,7 @@
 
 #include "emission.hpp"
 
+#include <lockstep/internal/warnings.hpp>
 #include <lockstep/runtime.hpp>
 
 #include <atomic>
@@ -123,6 +124,15 @@ Logger get_logger(std::string_view name) {
     (void)logger.level();
     return logger;
 }
+
+namespace {
+// The runtime layer's warnings (it cannot include logging) become records of every rank on their channel's logger, from
+// the moment this library is loaded.
+void warning_record(std::string_view channel, std::string_view text) {
+    get_logger(channel).warning(every_rank, "{}", text);
+}
+[[maybe_unused]] const bool warning_sink_installed = (detail::set_warning_sink(&warning_record), true);
+}  // namespace
 
 Logger get_logger(std::string_view name, LogLevel level) {
     Logger logger(logger_state(name));

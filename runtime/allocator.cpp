@@ -1,7 +1,7 @@
 #include <lockstep/allocator.hpp>
 #include <lockstep/config.hpp>
 #include <lockstep/internal/arena.hpp>
-#include <lockstep/logging.hpp>
+#include <lockstep/internal/warnings.hpp>
 
 #include <fmt/core.h>
 #include <malloc.h>
@@ -361,7 +361,7 @@ Storage::Storage(Allocator& allocator, std::size_t bytes)
       data_(allocator.allocate(bytes, &block_bytes_)),
       device_(allocator.device()) {
     // The first block that did not fit in this process's arena segment is said once (an atomic load otherwise).
-    if (auto warning = detail::arena_full_warning()) get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
+    if (auto warning = detail::arena_full_warning()) detail::warn("lockstep.memory", *warning);
 }
 
 Storage::Storage(ForeignKey, void* data, std::size_t bytes, Device device, std::function<void()> release,

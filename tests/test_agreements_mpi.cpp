@@ -13,15 +13,9 @@
 using namespace lockstep;
 
 namespace {
-Communicator& comm() {
-    return Communicator::world();
-}
-int N() {
-    return comm().size();
-}
-int R() {
-    return comm().rank();
-}
+using lockstep_test::comm;
+using lockstep_test::N;
+using lockstep_test::R;
 bool contains(const std::string& s, const std::string& part) {
     return s.find(part) != std::string::npos;
 }

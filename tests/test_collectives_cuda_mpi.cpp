@@ -24,15 +24,9 @@ const DType tested_dtypes[] = {DType::Float32, DType::Float64, DType::Int32,
                                DType::Int64,   DType::Float16, DType::BFloat16};
 const Device gpu = Device::cuda(0);
 
-Communicator& comm() {
-    return Communicator::world();
-}
-int N() {
-    return comm().size();
-}
-int R() {
-    return comm().rank();
-}
+using lockstep_test::comm;
+using lockstep_test::N;
+using lockstep_test::R;
 
 // Small integers (exact in every tested dtype, sums included) that differ by rank and position.
 Tensor values_for_rank(const Shape& shape, DType dtype, int salt) {

@@ -31,15 +31,9 @@ bool all_equal_to(const Tensor& t, double v) {
     }
     return true;
 }
-Communicator& comm() {
-    return Communicator::world();
-}
-int N() {
-    return comm().size();
-}
-int R() {
-    return comm().rank();
-}
+using lockstep_test::comm;
+using lockstep_test::N;
+using lockstep_test::R;
 }  // namespace
 
 using lockstep_test::RuntimeFixture;

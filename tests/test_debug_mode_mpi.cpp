@@ -67,15 +67,9 @@ int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* r
 }
 
 namespace {
-Communicator& comm() {
-    return Communicator::world();
-}
-int N() {
-    return comm().size();
-}
-int R() {
-    return comm().rank();
-}
+using lockstep_test::comm;
+using lockstep_test::N;
+using lockstep_test::R;
 
 // Runs fn and returns the mismatch message; fails the test if fn does not throw SignatureMismatchError.
 std::string mismatch(const std::function<void()>& fn) {

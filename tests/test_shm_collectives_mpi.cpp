@@ -100,9 +100,7 @@ const Topology& world() {
     return t;
 }
 
-Communicator& comm() {
-    return Communicator::world();
-}
+using lockstep_test::comm;
 
 Path expected_path(const Topology& t, Kind kind) {
     if (mixed_run()) return Path::Mpi;

@@ -4,6 +4,11 @@
 // usage error exits 2 (0 ok, 1 problems found or the job failed). `lockstep help [COMMAND]` and `lockstep version`
 // stand beside --help and --version; `lockstep completion bash` prints the bash completion script, generated from
 // this parser, which the build installs.
+//
+// The program itself links neither libmpi nor liblockstep: hostcheck is built in, and the commands that need the
+// runtime (launch, config, env, test) come from the module liblockstep_commands.so, loaded only when the command line
+// is not `lockstep hostcheck ...`. Where MPI is broken, hostcheck still starts and says why; the other commands say
+// that the runtime could not be loaded, and why.
 
 #include "subcommand.hpp"
 #include "tool_commit.hpp"
@@ -11,8 +16,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -26,6 +35,48 @@ namespace {
 namespace lt = lockstep::tools;
 
 constexpr int exit_usage = 2;
+
+// The commands that live in the runtime module, named here so that a command line asking for one of them gets the
+// module's load error rather than "not a lockstep command".
+constexpr std::array<std::string_view, 4> runtime_commands{"launch", "config", "env", "test"};
+
+// Where the module is: next to the program in a build tree, else in <libdir>/lockstep of the installation the program
+// belongs to (found relative to the program, so that a moved installation still works).
+std::vector<std::filesystem::path> module_candidates() {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    std::vector<std::filesystem::path> candidates;
+    if (!ec) {
+        candidates.push_back(self.parent_path() / "liblockstep_commands.so");
+        candidates.push_back(self.parent_path() / LOCKSTEP_COMMANDS_FROM_BINDIR / "liblockstep_commands.so");
+    }
+    candidates.emplace_back(LOCKSTEP_COMMANDS_INSTALLED);
+    return candidates;
+}
+
+// Loads the runtime commands into `app`; returns why it could not, or an empty string.
+std::string load_runtime_commands(CLI::App& app, std::vector<lt::Subcommand>& subcommands) {
+    using AddCommands = void (*)(CLI::App*, std::vector<lt::Subcommand>*);
+    std::string why;
+    for (const auto& path : module_candidates()) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec)) continue;
+        // Never unloaded: the commands' code runs until the program exits.
+        void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (module == nullptr) {
+            const char* error = dlerror();
+            return error != nullptr ? error : path.string() + ": could not be loaded";
+        }
+        const auto add = reinterpret_cast<AddCommands>(dlsym(module, "lockstep_add_runtime_commands"));
+        if (add == nullptr)
+            return path.string() + ": not a lockstep commands module (no lockstep_add_runtime_commands)";
+        add(&app, &subcommands);
+        return "";
+    }
+    std::vector<std::string> looked;
+    for (const auto& path : module_candidates()) looked.push_back(path.string());
+    return fmt::format("liblockstep_commands.so was not found (looked for {})", fmt::join(looked, ", "));
+}
 
 std::string version_text() {
     return fmt::format("lockstep {} (commit {})\n", LOCKSTEP_TOOL_VERSION, LOCKSTEP_TOOL_COMMIT);
@@ -210,10 +261,27 @@ int main(int argc, char** argv) {
         "Run 'lockstep help COMMAND' or 'lockstep COMMAND --help' for the options of a command.\n"
         "Exit status: 0 ok; 1 problems found or the job failed; 2 usage error.");
 
-    std::vector<lt::Subcommand> subcommands{
-        lt::add_hostcheck_command(app), lt::add_launch_command(app), lt::add_config_command(app),
-        lt::add_env_command(app),       lt::add_test_command(app),
-    };
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const auto first_word = std::find_if(args.begin(), args.end(), [](const auto& a) { return !a.starts_with("-"); });
+    std::vector<lt::Subcommand> subcommands{lt::add_hostcheck_command(app)};
+    if (first_word == args.end() || *first_word != "hostcheck") {
+        if (const std::string why = load_runtime_commands(app, subcommands); !why.empty()) {
+            const bool asked = first_word != args.end() && std::find(runtime_commands.begin(), runtime_commands.end(),
+                                                                     *first_word) != runtime_commands.end();
+            if (asked) {
+                fmt::print(stderr,
+                           "lockstep {}: needs the lockstep runtime, which could not be loaded: {}\n"
+                           "'lockstep hostcheck' works without it and checks the MPI installation.\n",
+                           *first_word, why);
+            } else {
+                fmt::print(stderr,
+                           "lockstep: launch, config, env and test are unavailable: the lockstep runtime could "
+                           "not be loaded: {}\n",
+                           why);
+            }
+            if (asked) return 1;
+        }
+    }
 
     CLI::App* help = app.add_subcommand("help", "Show the help of lockstep or of one command.");
     std::string help_topic;
@@ -236,12 +304,10 @@ int main(int argc, char** argv) {
     formatter->set_operands(&app, "COMMAND [ARGS...]");
     for (CLI::App* sub : {help, version, completion}) sub->allow_extras()->footer("");  // not the top level's
 
-    std::vector<std::string> args(argv + 1, argv + argc);
     // The command word the parser will see, for messages about a parse that failed inside it.
     CLI::App* command = &app;
-    if (const auto word = std::find_if(args.begin(), args.end(), [](const auto& a) { return !a.starts_with("-"); });
-        word != args.end()) {
-        if (CLI::App* sub = find_command(app, *word)) command = sub;
+    if (first_word != args.end()) {
+        if (CLI::App* sub = find_command(app, *first_word)) command = sub;
     }
     try {
         for (const auto& sub : subcommands) {

@@ -5,7 +5,7 @@
     TORCH_DISTRIBUTED_DEBUG=DETAIL (torch's ProcessGroupWrapper, which checks each call against the other ranks).
 
     mpirun -n 2 /usr/bin/python3 bench/c_api/python_side_by_side.py [--samples N] [--out FILE.csv]
-    (PYTHONPATH=build/runtime/python; bench/c_api/run.sh sets it)
+    (PYTHONPATH=build/bindings/python; bench/c_api/run.sh sets it)
 
 A sample is one batch: a barrier, then k back-to-back calls of one variant, each rank's mean per call, and the
 slowest rank's value (an mpi4py allreduce MAX). k makes a batch last about 2 ms (at least 10 at 4 MiB). Variants

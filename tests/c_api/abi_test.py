@@ -5,9 +5,9 @@ Usage: abi_test.py LIBRARY HEADER_DIR BASELINE
 - Exports: every defined dynamic symbol is a lockstep_* entry point of version node LOCKSTEP_C_1, and every function
   that lockstep.h or lockstep_mpi.h declares is exported. The soname is liblockstep_c.so.1.
 - ABI: abidiff (Debian's abigail-tools) compares the library, read with the public headers, against the baseline
-  (runtime/c_api/abi/liblockstep_c.so.1.abi). Any difference fails: an incompatible one must not ship under this
+  (bindings/c/abi/liblockstep_c.so.1.abi). Any difference fails: an incompatible one must not ship under this
   soname, and a compatible one (a new entry point) means the baseline must be regenerated with
-  runtime/c_api/abi/update.sh and committed with the change.
+  bindings/c/abi/update.sh and committed with the change.
 """
 import pathlib
 import re
@@ -80,7 +80,7 @@ def main() -> int:
         fail(
             f"the ABI differs from the baseline {baseline}: {kind}.\n{r.stdout}{r.stderr}\n"
             "A compatible change (a new entry point) needs the baseline regenerated with "
-            "runtime/c_api/abi/update.sh; an incompatible one must not ship under soname liblockstep_c.so.1."
+            "bindings/c/abi/update.sh; an incompatible one must not ship under soname liblockstep_c.so.1."
         )
     print(f"ABI: identical to {baseline}")
     return 0

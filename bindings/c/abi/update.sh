@@ -5,5 +5,5 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 builddir="${1:-$here/../../../build}"
 abidw --headers-dir "$here/.." --drop-private-types --no-show-locs --no-corpus-path --drop-undefined-syms \
-  --out-file "$here/liblockstep_c.so.1.abi" "$builddir/runtime/c_api/liblockstep_c.so.1"
+  --out-file "$here/liblockstep_c.so.1.abi" "$builddir/bindings/c/liblockstep_c.so.1"
 echo "wrote $here/liblockstep_c.so.1.abi"

@@ -1,5 +1,5 @@
 // _lockstep: the Python binding of lockstep's C interface (lockstep.h, liblockstep_c.so.1), the extension module under
-// the package `lockstep` (runtime/python/lockstep/__init__.py builds the public API on it; /tmp/python_api.md is the
+// the package `lockstep` (bindings/python/lockstep/__init__.py builds the public API on it; /tmp/python_api.md is the
 // contract).
 //
 // Three rules hold for every function below:
