@@ -88,8 +88,12 @@ cp "$work/good.cpp" "$work/good.py" "$work/good.sh" "$tree/src/"
 cp "$work/bad.cpp" "$work/flake8_bad.py" "$tree/build/meson-private/"
 cp "$work/black_bad.py" "$work/bad.sh" "$tree/build-asan/"
 cp "$work/bad.sh" "$work/bad.cpp" "$tree/subprojects/dep/"
+# A worktree inside the tree: a folder whose .git is a file pointing elsewhere.
+mkdir -p "$tree/wt-other"
+printf 'gitdir: /nonexistent/.git/worktrees/other\n' >"$tree/wt-other/.git"
+cp "$work/bad.sh" "$work/black_bad.py" "$tree/wt-other/"
 out=$(bash "$tree/tools/check-format.sh" 2>&1); rc=$?
-check "a tree whose only bad files are under build*/ and subprojects/ passes (rc $rc: $out)" test "$rc" -eq 0
+check "a tree whose only bad files are under build*/, subprojects/ and a worktree passes (rc $rc: $out)" test "$rc" -eq 0
 check "... counting its own files of each kind" has "$out" "all 1 C++, 1 Python and 2 shell files pass"
 if git -C "$tree" init -q 2>/dev/null && git -C "$tree" add -A -f . 2>/dev/null; then
   out=$(bash "$tree/tools/check-format.sh" 2>&1); rc=$?

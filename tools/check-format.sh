@@ -8,7 +8,7 @@
 # With FILE arguments, checks those files (each by its kind) instead of the project's; a file that does not exist or
 # is of no kind above is a usage error (exit 2).
 # The project's files are git's tracked and new files (or, outside a git checkout, what find sees), never those under
-# build*/ or subprojects/.
+# build*/ or subprojects/ nor in another checkout inside this one (git lists none of its files either).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -63,8 +63,14 @@ else
     mapfile -t files < <(find . \( -name '.git' -o -path './build*' -o -name subprojects \) -prune -o -type f -print |
       sed 's|^\./||' | sort)
   fi
+  # Another checkout inside this one (a worktree or a clone: a folder with its own .git) is not this project's.
+  mapfile -t nested < <(find . -mindepth 2 \( -path './build*' -o -name subprojects \) -prune -o -name .git -print |
+    sed 's|^\./||; s|/\.git$||')
   for f in "${files[@]}"; do
     case "$f" in build*/* | subprojects/* | */subprojects/*) continue ;; esac
+    for n in "${nested[@]}"; do
+      if [[ $f == "$n"/* ]]; then continue 2; fi
+    done
     [ -f "$f" ] || continue
     case "$f" in
       *.cpp | *.hpp | *.h | *.c | *.cu | *.cuh | *.py | *.sh) classify "$f" ;;
