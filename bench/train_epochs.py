@@ -28,8 +28,14 @@ def main() -> int:
     for np in (1, 2):
         epochs, shares = [], []
         for _ in range(3):
-            run = subprocess.run(["mpirun", "-n", str(np), program, *ARGS], env=env, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+            run = subprocess.run(
+                ["mpirun", "-n", str(np), program, *ARGS],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=600,
+            )
             match = DONE.search(run.stdout)
             if run.returncode != 0 or not match:
                 print(run.stdout)
@@ -39,8 +45,10 @@ def main() -> int:
             shares.append(float(match.group(2)))
         rows.append((np, statistics.median(epochs), statistics.median(shares)))
     base = rows[0][1]
-    table = ("Training example, 16384 samples, global batch 256 (64 steps per epoch), 10 epochs; median of 3 runs.\n\n"
-             "| ranks | s per epoch | speed-up | time in collectives |\n|---:|---:|---:|---:|\n")
+    table = (
+        "Training example, 16384 samples, global batch 256 (64 steps per epoch), 10 epochs; median of 3 runs.\n\n"
+        "| ranks | s per epoch | speed-up | time in collectives |\n|---:|---:|---:|---:|\n"
+    )
     for np, epoch, share in rows:
         table += f"| {np} | {epoch:.4f} | {base / epoch:.2f}x | {share:.1f} % |\n"
     print(table)

@@ -117,9 +117,11 @@ def check(root):
                     continue
                 what = f"{rel}:{number}: #include {m.group(1)}{m.group(2)}{'>' if m.group(1) == '<' else chr(34)}"
                 if standalone:
-                    problems.append(f"{what}: {target}; {rel.rsplit('/', 1)[0]}/ runs without the runtime and may"
-                                    f" include only base, {', '.join(sorted(STANDALONE_HEADERS))} and"
-                                    f" {', '.join(STANDALONE_MAY_INCLUDE)}")
+                    problems.append(
+                        f"{what}: {target}; {rel.rsplit('/', 1)[0]}/ runs without the runtime and may"
+                        f" include only base, {', '.join(sorted(STANDALONE_HEADERS))} and"
+                        f" {', '.join(STANDALONE_MAY_INCLUDE)}"
+                    )
                     continue
                 may = ", ".join(sorted(allowed, key=list(ALLOWED).index))
                 problems.append(f"{what}: {target} is above {layer}; {rel.rsplit('/', 1)[0]}/ may include {may}")
@@ -138,8 +140,11 @@ def main(argv):
     for p in problems:
         print(p)
     if problems:
-        print(f"check-layers: {len(problems)} include(s) point up the layer table; move the code down or the include"
-              " out (docs/architecture.md, \"Layers\")", file=sys.stderr)
+        print(
+            f"check-layers: {len(problems)} include(s) point up the layer table; move the code down or the include"
+            ' out (docs/architecture.md, "Layers")',
+            file=sys.stderr,
+        )
         return 1
     return 0
 

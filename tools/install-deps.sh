@@ -9,6 +9,8 @@ packages=(
   libboost-log-dev libboost-test-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format
+  # The format gate's Python formatter and linter and its shell script linter (tools/check-format.sh).
+  black flake8 shellcheck
   openssh-server openssh-client pdsh python3-jsonschema
   # A real Slurm for the tests (tests/slurm/cluster.sh starts its own daemons with its own config and key).
   slurmctld slurmd slurm-client munge

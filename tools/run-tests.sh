@@ -50,7 +50,7 @@ for sanitizer in ${sanitizers//,/ }; do
   echo "run-tests: waited $((SECONDS - phase)) s for the $sanitizer build"
   tail -n 5 "build-logs/$sanitizer-build.log" 2>/dev/null || true
   phase=$SECONDS
-  LOCKSTEP_SANITIZER_PHASE=test bash tests/sanitizers/run.sh "$sanitizer" || status=$?
+  LOCKSTEP_SANITIZER_PHASE="test" bash tests/sanitizers/run.sh "$sanitizer" || status=$?
   echo "run-tests: $sanitizer tests took $((SECONDS - phase)) s"
   logs+=("$sanitizer=build-$sanitizer/meson-logs/testlog.json")
 done

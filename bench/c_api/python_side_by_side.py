@@ -67,10 +67,14 @@ def main():
             ["mpi4py Allreduce (numpy)", lambda: mpi.Allreduce(MPI.IN_PLACE, arr_mpi)],
             ["torch all_reduce, lockstep backend", lambda: dist.all_reduce(tensors["ls"], group=ls)],
             ["torch all_reduce, gloo", lambda: dist.all_reduce(tensors["gloo"], group=gloo)],
-            ["torch all_reduce, lockstep backend + lockstep debug mode",
-             lambda: dist.all_reduce(tensors["ls_debug"], group=ls_debug)],
-            ["torch all_reduce, gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL",
-             lambda: dist.all_reduce(tensors["gloo_detail"], group=gloo_detail)],
+            [
+                "torch all_reduce, lockstep backend + lockstep debug mode",
+                lambda: dist.all_reduce(tensors["ls_debug"], group=ls_debug),
+            ],
+            [
+                "torch all_reduce, gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL",
+                lambda: dist.all_reduce(tensors["gloo_detail"], group=gloo_detail),
+            ],
         ]
         for v in variants:
             for _ in range(10):
@@ -93,11 +97,15 @@ def main():
         by = {(b, n): m for b, n, m, _, _ in rows}
         print("ratios (below 1: the first is faster):")
         for nbytes in (4, 4 << 20):
-            pairs = [("lockstep Python (numpy)", "mpi4py Allreduce (numpy)"),
-                     ("torch all_reduce, lockstep backend", "torch all_reduce, gloo"),
-                     ("torch all_reduce, lockstep backend + lockstep debug mode", "torch all_reduce, gloo"),
-                     ("torch all_reduce, lockstep backend + lockstep debug mode",
-                      "torch all_reduce, gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL")]
+            pairs = [
+                ("lockstep Python (numpy)", "mpi4py Allreduce (numpy)"),
+                ("torch all_reduce, lockstep backend", "torch all_reduce, gloo"),
+                ("torch all_reduce, lockstep backend + lockstep debug mode", "torch all_reduce, gloo"),
+                (
+                    "torch all_reduce, lockstep backend + lockstep debug mode",
+                    "torch all_reduce, gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL",
+                ),
+            ]
             for a, b in pairs:
                 print(f"{nbytes:>8}  {a} / {b}: {by[(nbytes, a)] / by[(nbytes, b)]:.3f}")
         if args.out:

@@ -99,22 +99,34 @@ def plot(data, images):
             ax_t.plot(sizes, [rows[b]["seconds_median"] for b in sizes], label=label, **style)
             rs = [b for b in sizes if b in base]
             if name != "mpi_malloc" and rs:
-                ax_r.plot(rs, [rows[b]["seconds_median"] / base[b]["seconds_median"] for b in rs], label=label,
-                          **style)
+                ax_r.plot(rs, [rows[b]["seconds_median"] / base[b]["seconds_median"] for b in rs], label=label, **style)
             if name == "lockstep_shm":
                 # Hollow markers where the arena variant fell back to MPI (tensors under the threshold).
                 fell = [b for b in sizes if not arena_taken(rows[b])]
                 if fell:
-                    ax_t.plot(fell, [rows[b]["seconds_median"] for b in fell], linestyle="none", marker="o",
-                              markersize=11, markerfacecolor="none", markeredgecolor="tab:red",
-                              label="lockstep, arena: fell back to MPI")
+                    ax_t.plot(
+                        fell,
+                        [rows[b]["seconds_median"] for b in fell],
+                        linestyle="none",
+                        marker="o",
+                        markersize=11,
+                        markerfacecolor="none",
+                        markeredgecolor="tab:red",
+                        label="lockstep, arena: fell back to MPI",
+                    )
         ax_r.axhline(1.0, color="black", linewidth=1.0)
         ax_r.axhline(1.05, color="black", linewidth=0.6, linestyle=":")
         title = f"{op}, {ranks} ranks" + (" (oversubscribed: 4 ranks on 2 cores)" if oversubscribed else "")
-        ax_t.set(xscale="log", yscale="log", xlabel="bytes (whole buffer)", ylabel="median time per call (s)",
-                 title=title)
-        ax_r.set(xscale="log", yscale="log", xlabel="bytes (whole buffer)",
-                 ylabel="time / raw MPI C on malloc (lower is faster)", title=f"{op}, {ranks} ranks: ratio to raw MPI")
+        ax_t.set(
+            xscale="log", yscale="log", xlabel="bytes (whole buffer)", ylabel="median time per call (s)", title=title
+        )
+        ax_r.set(
+            xscale="log",
+            yscale="log",
+            xlabel="bytes (whole buffer)",
+            ylabel="time / raw MPI C on malloc (lower is faster)",
+            title=f"{op}, {ranks} ranks: ratio to raw MPI",
+        )
         for ax in (ax_t, ax_r):
             ax.grid(True, which="major", alpha=0.3)
             if base:
@@ -162,9 +174,12 @@ def verdicts(data, ranks=2):
     """The issue's targets on `ranks` ranks, judged on the ratio of medians. Each ratio is followed by the ratio of the
     fastest batches (most of a shared machine's interference filtered out) and, for the arena against raw MPI, the
     median of the per-batch ratios and the A/A ratio of raw MPI against itself in the same row (the row's noise)."""
+
     def stats(row, base, variants=None, b=None):
-        text = (f"{row['seconds_median'] / base['seconds_median']:.2f} (fastest "
-                f"{row['seconds_min'] / base['seconds_min']:.2f}")
+        text = (
+            f"{row['seconds_median'] / base['seconds_median']:.2f} (fastest "
+            f"{row['seconds_min'] / base['seconds_min']:.2f}"
+        )
         if paired(row) is not None and base["variant"] == "mpi_malloc":
             text += f", paired {paired(row):.2f}"
         again = (variants or {}).get("mpi_malloc_again", {}).get(b)
@@ -180,20 +195,28 @@ def verdicts(data, ranks=2):
     floor = ar.get("shm_floor", {}).get(b64)
     copy = ar.get("memcpy", {}).get(b64)
     if shm is None or mpi is None or not arena_taken(shm):
-        lines.append("- 64 MiB allreduce at least 2x faster than MPI_Allreduce: **not measured** (the arena path did "
-                     "not run)")
+        lines.append(
+            "- 64 MiB allreduce at least 2x faster than MPI_Allreduce: **not measured** (the arena path did " "not run)"
+        )
     else:
         speedup = mpi["seconds_median"] / shm["seconds_median"]
         verdict = "met" if speedup >= 2 else "not met"
-        lines.append(f"- 64 MiB allreduce at least 2x faster than MPI_Allreduce: **{verdict}** — arena "
-                     f"{time_text(shm['seconds_median'])}, MPI_Allreduce {time_text(mpi['seconds_median'])}: "
-                     f"{speedup:.2f}x faster (fastest batches {mpi['seconds_min'] / shm['seconds_min']:.2f}x)")
+        lines.append(
+            f"- 64 MiB allreduce at least 2x faster than MPI_Allreduce: **{verdict}** — arena "
+            f"{time_text(shm['seconds_median'])}, MPI_Allreduce {time_text(mpi['seconds_median'])}: "
+            f"{speedup:.2f}x faster (fastest batches {mpi['seconds_min'] / shm['seconds_min']:.2f}x)"
+        )
         if floor is not None:
             r = shm["seconds_median"] / floor["seconds_median"]
-            lines.append(f"- within 1.5x of the floor program: **{'met' if r <= 1.5 else 'not met'}** — minimal shm "
-                         f"allreduce {time_text(floor['seconds_median'])}, arena / floor = {stats(shm, floor)}"
-                         + (f"; memcpy of 64 MiB {time_text(copy['seconds_median'])}, arena / memcpy = "
-                            f"{stats(shm, copy)}" if copy else ""))
+            lines.append(
+                f"- within 1.5x of the floor program: **{'met' if r <= 1.5 else 'not met'}** — minimal shm "
+                f"allreduce {time_text(floor['seconds_median'])}, arena / floor = {stats(shm, floor)}"
+                + (
+                    f"; memcpy of 64 MiB {time_text(copy['seconds_median'])}, arena / memcpy = " f"{stats(shm, copy)}"
+                    if copy
+                    else ""
+                )
+            )
     worst, small = [], []
     for op in OPS:
         variants = data.get((ranks, op), {})
@@ -208,13 +231,16 @@ def verdicts(data, ranks=2):
         r, op, b, text = max(worst)
         over = [x for x in worst if x[0] > 1.05]
         verdict = "met" if not over else "not met"
-        lines.append(f"- no size slower than raw MPI by more than 5 %: **{verdict}** — worst {op} {size_text(b)}: "
-                     f"{text}"
-                     + ("; over 1.05: " + ", ".join(f"{o} {size_text(s)} {t}" for _, o, s, t in over) if over else ""))
+        lines.append(
+            f"- no size slower than raw MPI by more than 5 %: **{verdict}** — worst {op} {size_text(b)}: "
+            f"{text}" + ("; over 1.05: " + ", ".join(f"{o} {size_text(s)} {t}" for _, o, s, t in over) if over else "")
+        )
     if small:
         bad = [x for x in small if x[0] > 1.0]
-        lines.append(f"- small messages (4 B, 1 KiB) no slower than raw MPI: **{'met' if not bad else 'not met'}** — "
-                     + ", ".join(f"{o} {size_text(s)} {t}" for _, o, s, t in small))
+        lines.append(
+            f"- small messages (4 B, 1 KiB) no slower than raw MPI: **{'met' if not bad else 'not met'}** — "
+            + ", ".join(f"{o} {size_text(s)} {t}" for _, o, s, t in small)
+        )
         # Below the threshold the arena variant takes lockstep's MPI path: against that path, what switching the
         # arena on costs by itself.
         own = []
@@ -223,11 +249,15 @@ def verdicts(data, ranks=2):
             for b in (4, 1 << 10):
                 a, m = variants.get("lockstep_shm", {}).get(b), variants.get("lockstep_mpi", {}).get(b)
                 if a is not None and m is not None:
-                    own.append(f"{op} {size_text(b)} {a['seconds_median'] / m['seconds_median']:.2f} "
-                               f"({(a['seconds_median'] - m['seconds_median']) * 1e9:+.0f} ns)")
+                    own.append(
+                        f"{op} {size_text(b)} {a['seconds_median'] / m['seconds_median']:.2f} "
+                        f"({(a['seconds_median'] - m['seconds_median']) * 1e9:+.0f} ns)"
+                    )
         if own:
-            lines.append("  - arena switched on against lockstep's MPI path at the same sizes (the same MPI call "
-                         "underneath): " + ", ".join(own))
+            lines.append(
+                "  - arena switched on against lockstep's MPI path at the same sizes (the same MPI call "
+                "underneath): " + ", ".join(own)
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -240,14 +270,18 @@ def train_table(results):
         for row in csv.DictReader(f):
             key = (row["config"], row["shm"], row["threshold"])
             groups.setdefault(key, []).append((float(row["seconds_per_epoch"]), float(row["collective_share"])))
-    out = ["| model | LOCKSTEP_SHM | threshold (bytes) | s per epoch, median | fastest – slowest run | runs | "
-           "time in collectives (median) |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+    out = [
+        "| model | LOCKSTEP_SHM | threshold (bytes) | s per epoch, median | fastest – slowest run | runs | "
+        "time in collectives (median) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for (config, shm, threshold), runs in groups.items():
         epochs = [r[0] for r in runs]
         share = statistics.median(r[1] for r in runs)
-        out.append(f"| {config} | {shm} | {threshold} | {statistics.median(epochs):.3f} | "
-                   f"{min(epochs):.3f} – {max(epochs):.3f} | {len(runs)} | {share:.1f} % |")
+        out.append(
+            f"| {config} | {shm} | {threshold} | {statistics.median(epochs):.3f} | "
+            f"{min(epochs):.3f} – {max(epochs):.3f} | {len(runs)} | {share:.1f} % |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -74,15 +74,13 @@ def mpi4py_variant(op, comm, shape):
     count_in, count_out, _ = shape
     inp = np.zeros(count_in, dtype=np.float32)
     out = np.zeros(count_out, dtype=np.float32) if count_out else None
-    if op == "allreduce":
-        call = lambda: comm.Allreduce(MPI.IN_PLACE, inp, op=MPI.SUM)
-    elif op == "broadcast":
-        call = lambda: comm.Bcast(inp, root=0)
-    elif op == "allgather":
-        call = lambda: comm.Allgather(inp, out)
-    else:
-        call = lambda: comm.Reduce_scatter_block(inp, out, op=MPI.SUM)
-    return Variant("mpi4py", inp, out, call)
+    calls = {
+        "allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, inp, op=MPI.SUM),
+        "broadcast": lambda: comm.Bcast(inp, root=0),
+        "allgather": lambda: comm.Allgather(inp, out),
+        "reduce_scatter": lambda: comm.Reduce_scatter_block(inp, out, op=MPI.SUM),
+    }
+    return Variant("mpi4py", inp, out, calls[op])
 
 
 def torch_variant(op, dist, torch, shape, n):
@@ -90,16 +88,15 @@ def torch_variant(op, dist, torch, shape, n):
     inp = torch.zeros(count_in, dtype=torch.float32)
     out = torch.zeros(count_out, dtype=torch.float32) if count_out else None
     note = ""
-    if op == "allreduce":
-        call = lambda: dist.all_reduce(inp)
-    elif op == "broadcast":
-        call = lambda: dist.broadcast(inp, 0)
-    elif op == "allgather":
-        views = list(out.split(block))
-        call = lambda: dist.all_gather(views, inp)
-    else:
-        inputs = list(inp.split(block))
-        call = lambda: dist.reduce_scatter(out, inputs)
+    views = list(out.split(block)) if op == "allgather" else None
+    inputs = list(inp.split(block)) if op == "reduce_scatter" else None
+    call = {
+        "allreduce": lambda: dist.all_reduce(inp),
+        "broadcast": lambda: dist.broadcast(inp, 0),
+        "allgather": lambda: dist.all_gather(views, inp),
+        "reduce_scatter": lambda: dist.reduce_scatter(out, inputs),
+    }[op]
+    if op == "reduce_scatter":
         try:
             call()
         except (RuntimeError, NotImplementedError):
@@ -110,7 +107,7 @@ def torch_variant(op, dist, torch, shape, n):
             def call():
                 work.copy_(inp)
                 dist.all_reduce(work)
-                out.copy_(work[block * rank:block * (rank + 1)])
+                out.copy_(work[block * rank : block * (rank + 1)])
 
             note = "gloo has no reduce_scatter: copy + all_reduce + slice"
     return Variant("torch_gloo", inp.numpy(), out.numpy() if out is not None else None, call, note)
@@ -183,6 +180,7 @@ def main():
     if not args.no_torch:
         import torch
         import torch.distributed as dist
+
         torch.set_num_threads(1)
         port = None
         if rank == 0:
@@ -195,8 +193,11 @@ def main():
         dist.init_process_group("gloo", rank=rank, world_size=n)
     if rank == 0:
         library = MPI.Get_library_version().rstrip("\0").splitlines()[0].split(",")[0]
-        print(f"side_by_side.py: {n} ranks; mpi4py {mpi4py.__version__} on {library}; numpy {np.__version__}"
-              + (f"; torch {torch.__version__} gloo" if torch else ""), file=sys.stderr)
+        print(
+            f"side_by_side.py: {n} ranks; mpi4py {mpi4py.__version__} on {library}; numpy {np.__version__}"
+            + (f"; torch {torch.__version__} gloo" if torch else ""),
+            file=sys.stderr,
+        )
 
     note_prefix = args.note + "; " if args.note else ""
     rows = ["ranks,op,bytes,variant,seconds_median,seconds_min,iterations,note"]
@@ -215,16 +216,30 @@ def main():
                 v.inp[:] = 0.0
                 if v.out is not None:
                     v.out[:] = 0.0
-            batches = 3 if args.quick else 15 if nbytes <= 1 << 20 else 9 if nbytes <= 16 << 20 else 5 \
-                if nbytes <= 64 << 20 else 3
+            batches = (
+                3
+                if args.quick
+                else 15
+                if nbytes <= 1 << 20
+                else 9
+                if nbytes <= 16 << 20
+                else 5
+                if nbytes <= 64 << 20
+                else 3
+            )
             samples, ks = measure(comm, variants, batches)
             for v, s, k in zip(variants, samples, ks):
                 med = statistics.median_low(s)
-                rows.append(f'{n},{op},{nbytes},{v.name},{med:.9e},{min(s):.9e},{k * batches},'
-                            f'"{note_prefix}{size_note}{v.note}"')
+                rows.append(
+                    f"{n},{op},{nbytes},{v.name},{med:.9e},{min(s):.9e},{k * batches},"
+                    f'"{note_prefix}{size_note}{v.note}"'
+                )
                 if rank == 0:
-                    print(f"{op:14} {size_text(nbytes):>8} {v.name:16} {med * 1e6:12.3f} us  {v.note}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{op:14} {size_text(nbytes):>8} {v.name:16} {med * 1e6:12.3f} us  {v.note}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             del variants
     if dist is not None:
         dist.destroy_process_group()

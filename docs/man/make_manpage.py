@@ -32,7 +32,7 @@ def parse_help(text):
     parsed = {"usage": "", "description": [], "sections": [], "footer": []}
     i = 0
     if lines and lines[0].startswith("Usage: "):
-        parsed["usage"] = lines[0][len("Usage: "):]
+        parsed["usage"] = lines[0][len("Usage: ") :]
         i = 1
     part = "description"
     rows = None
@@ -117,7 +117,9 @@ def manpage(lockstep):
     out += [
         ".SH FILES",
         ".TP",
-        escape("$LOCKSTEP_CONFIG_FILE, else $XDG_CONFIG_HOME/lockstep/config.yaml, else ~/.config/lockstep/config.yaml"),
+        escape(
+            "$LOCKSTEP_CONFIG_FILE, else $XDG_CONFIG_HOME/lockstep/config.yaml, else ~/.config/lockstep/config.yaml"
+        ),
         escape("The config file every rank reads (see lockstep config)."),
         ".SH SEE ALSO",
         "\\fBmpirun\\fR(1), \\fBsrun\\fR(1); docs/cli.md in the lockstep sources.",

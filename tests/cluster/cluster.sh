@@ -54,7 +54,7 @@ addr() { echo "127.0.1.$((10 + $1))"; }
 
 # A port free on every node address (the nodes all listen on the same port).
 pick_port() {
-  python3 - "$@" <<'PY'
+  python3 - <<'PY'
 import random, socket, sys
 for _ in range(200):
     port = random.randint(20000, 39999)

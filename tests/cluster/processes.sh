@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Process handling shared by the test clusters (tests/cluster/cluster.sh: sshd nodes; tests/slurm/cluster.sh: Slurm),
 # sourced by both. Processes are found through /proc and ended by PID, never by name, so that nothing outside the
 # cluster is touched. The sourcing script defines start_cluster DIR, cluster_processes DIR (the PIDs to end, one per
@@ -65,9 +66,9 @@ ancestors() {
 # Ends the cluster in DIR by PID: TERM, up to 5 s, then KILL; rounds repeat while cluster_processes finds new ones (a
 # session or job step that started while the first round ran), at most 5 rounds.
 stop_cluster() {  # dir
-  local dir=$1 pid all round alive
+  local dir=$1 pid all alive
   [ -f "$dir/pids" ] || return 0
-  for round in 1 2 3 4 5; do
+  for _ in 1 2 3 4 5; do
     mapfile -t all < <(cluster_processes "$dir" | sort -u | grep -vxF -f <(ancestors))
     [ "${#all[@]}" -gt 0 ] || break
     kill -TERM "${all[@]}" 2>/dev/null || true
@@ -95,12 +96,12 @@ run_with_cluster() {  # label directory-template command...
   check_requirements
   cluster_dir=$(mktemp -d "$template")
   cluster_child=""
+  # shellcheck disable=SC2317 # run by the EXIT trap below, which shellcheck does not see as a call
   cleanup() {
     set +e
     if [ -n "$cluster_child" ]; then kill -TERM "$cluster_child" 2>/dev/null; fi
     stop_cluster "$cluster_dir" || echo "$label: stopping the cluster failed (status $?)" >&2
-    local tries
-    for tries in 1 2 3; do
+    for _ in 1 2 3; do
       rm -rf "$cluster_dir" 2>/dev/null && break
       sleep 0.5
     done

@@ -40,8 +40,10 @@ def main(argv: list[str]) -> int:
         run = subprocess.run(rest[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
         text = run.stdout
         if expected_exit is not None and run.returncode != expected_exit:
-            print(f"validate_report.py: exit code {run.returncode}, expected {expected_exit}\n{run.stderr}",
-                  file=sys.stderr)
+            print(
+                f"validate_report.py: exit code {run.returncode}, expected {expected_exit}\n{run.stderr}",
+                file=sys.stderr,
+            )
             return 1
     try:
         document = json.loads(text)

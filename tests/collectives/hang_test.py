@@ -3,8 +3,8 @@
 
 Usage: hang_test.py MPIRUN PROGRAM NP DEBUG(0|1) [MODE]
 Passes when the job exits non-zero within 20 s and the report says what hung: for a skipped collective (MODE skip,
-the default, or first) the rank that never arrived and what it did last; for a stuck send or receive (MODE tag, late, cycle)
-what the peer does instead of the matching call.
+the default, or first) the rank that never arrived and what it did last; for a stuck send or receive (MODE
+tag, late, cycle) what the peer does instead of the matching call.
 """
 import os
 import signal
@@ -20,8 +20,14 @@ def main() -> int:
     mode = sys.argv[5] if len(sys.argv) > 5 else "skip"
     env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug)
     start = time.monotonic()
-    proc = subprocess.Popen([mpirun, "-n", str(np), "--oversubscribe", program, mode], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [mpirun, "-n", str(np), "--oversubscribe", program, mode],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=LIMIT_SECONDS + 10)
     except subprocess.TimeoutExpired:
@@ -43,40 +49,56 @@ def main() -> int:
             ("collective timed out after" in output, "a timeout report is printed"),
             (f"Never arrived: Process {last}\n" in output, f"the report names rank {last} as never arrived"),
             ("`lockstep::allreduce` #3" in output, "the report names the stuck call (allreduce #3)"),
-            (f"Process {last} (host" in output and "last completed `lockstep::allreduce` #2" in output,
-             f"the report says rank {last} last completed allreduce #2"),
+            (
+                f"Process {last} (host" in output and "last completed `lockstep::allreduce` #2" in output,
+                f"the report says rank {last} last completed allreduce #2",
+            ),
         ]
     elif mode == "first":
         checks = common + [
             (f"Never arrived: Process {last}\n" in output, f"the report names rank {last} as never arrived"),
             ("Operation: `lockstep::allreduce` #1" in output, "the report names the stuck call (allreduce #1)"),
-            ("in lockstep's start-up checks at inventory.cpp:" in output,
-             "the last completed call is shown as one of lockstep's start-up checks"),
-            ("Operation: `lockstep::allreduce` #1 float32[16] in lockstep" not in output,
-             "the program's own call carries no label"),
+            (
+                "in lockstep's start-up checks at inventory.cpp:" in output,
+                "the last completed call is shown as one of lockstep's start-up checks",
+            ),
+            (
+                "Operation: `lockstep::allreduce` #1 float32[16] in lockstep" not in output,
+                "the program's own call carries no label",
+            ),
         ]
     elif mode == "tag":
         checks = common + [
             ("point-to-point call timed out after" in output, "a point-to-point timeout report is printed"),
-            ("Operation: `lockstep::recv` from process 0 (tag 2) float32[262144]" in output,
-             "process 1's report names its recv, peer, tag and tensor"),
-            ("Process 0 is in the matching `lockstep::send` to process 1 but with tag 1, and this call uses tag 2"
-             in output or
-             "Process 1 is in the matching `lockstep::recv` from process 0 but with tag 2, and this call uses tag 1"
-             in output, "the report finds the peer in the matching call with the other tag"),
+            (
+                "Operation: `lockstep::recv` from process 0 (tag 2) float32[262144]" in output,
+                "process 1's report names its recv, peer, tag and tensor",
+            ),
+            (
+                "Process 0 is in the matching `lockstep::send` to process 1 but with tag 1, and this call uses tag 2"
+                in output
+                or "Process 1 is in the matching `lockstep::recv` from process 0 but with tag 2, and this call uses "
+                "tag 1"
+                in output,
+                "the report finds the peer in the matching call with the other tag",
+            ),
         ]
     elif mode == "late":
         checks = common + [
             ("Operation: `lockstep::recv` from process 0 (tag 2)" in output, "process 1's recv is reported"),
-            ("its last completed call was `lockstep::send` to process 1 (tag 1)" in output and
-             "the tags differ (this call uses tag 2)" in output,
-             "the report points to process 0's completed send with the other tag"),
+            (
+                "its last completed call was `lockstep::send` to process 1 (tag 1)" in output
+                and "the tags differ (this call uses tag 2)" in output,
+                "the report points to process 0's completed send with the other tag",
+            ),
             ("(in lockstep::Runtime::finalize / MPI_Finalize)" in output, "the report says process 0 is finalising"),
         ]
     elif mode == "cycle":
         checks = common + [
-            ("is in `lockstep::send` to this process too: both sides send" in output,
-             "the report names the send/send cycle"),
+            (
+                "is in `lockstep::send` to this process too: both sides send" in output,
+                "the report names the send/send cycle",
+            ),
             ("even ranks send first" in output, "the report says how to order the calls"),
         ]
     else:

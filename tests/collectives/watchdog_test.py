@@ -29,15 +29,22 @@ TIMEOUT_SECONDS = 1
 GRACE_SECONDS = 15
 
 
-def run_job(mpirun: str, np: int, argv: list[str], debug: str = "0", timeout: int = TIMEOUT_SECONDS,
-            app: list[str] | None = None) -> tuple[int | None, float, str]:
+def run_job(
+    mpirun: str,
+    np: int,
+    argv: list[str],
+    debug: str = "0",
+    timeout: int = TIMEOUT_SECONDS,
+    app: list[str] | None = None,
+) -> tuple[int | None, float, str]:
     """Returns (exit code or None when killed at the limit, seconds, output). `app` replaces the default
     `-n NP --oversubscribe ARGV` (for jobs whose ranks get different settings)."""
     env = dict(os.environ, LOCKSTEP_TIMEOUT=str(timeout), LOCKSTEP_DEBUG_MODE=debug)
     start = time.monotonic()
     command = [mpirun, *(app or ["-n", str(np), "--oversubscribe", *argv])]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=TIMEOUT_SECONDS + GRACE_SECONDS)
         code = proc.returncode
@@ -65,10 +72,14 @@ def repeat(mpirun: str, program: str, np: int, runs: int, debug: str) -> int:
         if not ok:
             failed += 1
             print(output)
-            print(f"FAIL: run {i} (debug mode {mode}): exit code {code} after {seconds:.1f} s"
-                  f"{'' if code is not None else ' (killed: mpirun did not return)'}")
-    print(f"{runs - failed} of {runs} runs ended non-zero with the report; slowest {slowest:.1f} s "
-          f"(limit {TIMEOUT_SECONDS + GRACE_SECONDS} s)")
+            print(
+                f"FAIL: run {i} (debug mode {mode}): exit code {code} after {seconds:.1f} s"
+                f"{'' if code is not None else ' (killed: mpirun did not return)'}"
+            )
+    print(
+        f"{runs - failed} of {runs} runs ended non-zero with the report; slowest {slowest:.1f} s "
+        f"(limit {TIMEOUT_SECONDS + GRACE_SECONDS} s)"
+    )
     return 1 if failed else 0
 
 
@@ -84,11 +95,16 @@ def headline(mpirun: str, program: str, np: int, mode: str) -> int:
     ]
     if mode == "op":
         checks += [
-            ("The processes are in different calls on this communicator: the ranks disagree on the operation"
-             in output, "the headline says the ranks disagree on the operation"),
-            (f"  - {'Processes 0-' + str(last - 1) if last > 1 else 'Process 0'}: `lockstep::allreduce` #3" in output
-             and f"  - Process {last}: `lockstep::barrier` #3" in output,
-             "the ranks are grouped by the call they are in"),
+            (
+                "The processes are in different calls on this communicator: the ranks disagree on the operation"
+                in output,
+                "the headline says the ranks disagree on the operation",
+            ),
+            (
+                f"  - {'Processes 0-' + str(last - 1) if last > 1 else 'Process 0'}: `lockstep::allreduce` #3" in output
+                and f"  - Process {last}: `lockstep::barrier` #3" in output,
+                "the ranks are grouped by the call they are in",
+            ),
             ("Never arrived:" not in output, "nobody is said to be missing: every rank is in a call"),
         ]
     elif mode == "extra":
@@ -101,12 +117,15 @@ def headline(mpirun: str, program: str, np: int, mode: str) -> int:
         upper = "Process 0 (world rank 1)" if last == 2 else f"Processes 0-{last - 2} (world ranks 1-{last - 1})"
         checks += [
             (f"Never arrived: Process {last}\n" in output, f"the world's call misses rank {last}"),
-            ("The processes missing here are stuck in another collective:" in output,
-             "the other stuck call is in the same report"),
-            (f"Arrived and waiting: Process {last - 1} (world rank {last})" in output,
-             "the sub-communicator's headline names its rank by world rank"),
-            (f"Never arrived: {upper}\n" in output,
-             "the sub-communicator's missing ranks are named by world rank"),
+            (
+                "The processes missing here are stuck in another collective:" in output,
+                "the other stuck call is in the same report",
+            ),
+            (
+                f"Arrived and waiting: Process {last - 1} (world rank {last})" in output,
+                "the sub-communicator's headline names its rank by world rank",
+            ),
+            (f"Never arrived: {upper}\n" in output, "the sub-communicator's missing ranks are named by world rank"),
             ("These 2 calls wait for each other" in output, "the report says the calls wait for each other"),
         ]
     else:
@@ -119,17 +138,33 @@ def settings(mpirun: str, program: str, np: int) -> int:
     # A long timeout: the job must end because the ranks compared their settings, not because the watchdog fired.
     timeout = 120
     checks = []
-    for setting, value, text in [("LOCKSTEP_DEBUG_MODE", "1", "Debug mode (LOCKSTEP_DEBUG_MODE):"),
-                                 ("LOCKSTEP_TIMEOUT", "90", "Watchdog timeout (LOCKSTEP_TIMEOUT):")]:
-        app = ["--oversubscribe", "-n", "1", "-x", f"{setting}={value}", program, "steps", ":",
-               "-n", str(np - 1), program, "steps"]
+    for setting, value, text in [
+        ("LOCKSTEP_DEBUG_MODE", "1", "Debug mode (LOCKSTEP_DEBUG_MODE):"),
+        ("LOCKSTEP_TIMEOUT", "90", "Watchdog timeout (LOCKSTEP_TIMEOUT):"),
+    ]:
+        app = [
+            "--oversubscribe",
+            "-n",
+            "1",
+            "-x",
+            f"{setting}={value}",
+            program,
+            "steps",
+            ":",
+            "-n",
+            str(np - 1),
+            program,
+            "steps",
+        ]
         code, seconds, output = run_job(mpirun, np, [], timeout=timeout, app=app)
         print(output)
         checks += [
             (code not in (None, 0), f"{setting} on rank 0 only: the job exits non-zero (got {code})"),
             (seconds < GRACE_SECONDS, f"{setting} on rank 0 only: the job ends at once (took {seconds:.1f} s)"),
-            (output.count("they disagree on settings that every process must share") == np,
-             f"{setting} on rank 0 only: every rank raises the error"),
+            (
+                output.count("they disagree on settings that every process must share") == np,
+                f"{setting} on rank 0 only: every rank raises the error",
+            ),
             (output.count(text) == np, f"{setting} on rank 0 only: every rank names the setting"),
             ("collective timed out" not in output, f"{setting} on rank 0 only: no hang report"),
             ("done" not in output, f"{setting} on rank 0 only: no rank went on"),
@@ -140,35 +175,42 @@ def settings(mpirun: str, program: str, np: int) -> int:
 def finalize(mpirun: str, program: str, np: int) -> int:
     code, seconds, output = run_job(mpirun, np, [program, "eager"], timeout=60)
     print(output)
-    return report([
-        (code is not None, f"the job ends (exit code {code})"),
-        (seconds < GRACE_SECONDS, f"the job ends at once (took {seconds:.1f} s)"),
-        (output.count("Processes made different numbers of collectives on the world communicator") == np,
-         "every rank reports the different call counts"),
-        (f"Process {np - 1}: 4 collectives" in output, f"the report gives rank {np - 1}'s count"),
-        (all(output.count(f"rank {r} done") == 1 for r in range(np)), "every rank finished its program"),
-        ("collective timed out" not in output, "no hang report"),
-    ])
+    return report(
+        [
+            (code is not None, f"the job ends (exit code {code})"),
+            (seconds < GRACE_SECONDS, f"the job ends at once (took {seconds:.1f} s)"),
+            (
+                output.count("Processes made different numbers of collectives on the world communicator") == np,
+                "every rank reports the different call counts",
+            ),
+            (f"Process {np - 1}: 4 collectives" in output, f"the report gives rank {np - 1}'s count"),
+            (all(output.count(f"rank {r} done") == 1 for r in range(np)), "every rank finished its program"),
+            ("collective timed out" not in output, "no hang report"),
+        ]
+    )
 
 
 def channel(mpirun: str, program: str, np: int) -> int:
     code, seconds, output = run_job(mpirun, np, [program])
     print(output)
     oks = output.count("channel: ok:")
-    return report([
-        (code not in (None, 0), f"the job exits non-zero (got {code})"),
-        ("channel: FAIL" not in output and oks == 6 * np, f"every channel check passed ({oks} of {6 * np})"),
-        (f"Never arrived: Process {np - 1}\n" in output, "the report names the rank that never arrived"),
-        ("no answer" not in output, "every process answered the report's queries despite the flood"),
-        (seconds < TIMEOUT_SECONDS + GRACE_SECONDS, f"the job ends in time (took {seconds:.1f} s)"),
-    ])
+    return report(
+        [
+            (code not in (None, 0), f"the job exits non-zero (got {code})"),
+            ("channel: FAIL" not in output and oks == 6 * np, f"every channel check passed ({oks} of {6 * np})"),
+            (f"Never arrived: Process {np - 1}\n" in output, "the report names the rank that never arrived"),
+            ("no answer" not in output, "every process answered the report's queries despite the flood"),
+            (seconds < TIMEOUT_SECONDS + GRACE_SECONDS, f"the job ends in time (took {seconds:.1f} s)"),
+        ]
+    )
 
 
 def main() -> int:
     what = sys.argv[1]
     if what == "repeat":
-        return repeat(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
-                      sys.argv[6] if len(sys.argv) > 6 else "0")
+        return repeat(
+            sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] if len(sys.argv) > 6 else "0"
+        )
     if what == "settings":
         return settings(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if what == "finalize":

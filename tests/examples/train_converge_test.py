@@ -53,8 +53,12 @@ def check(name, result, curve, failures):
     final = curve[-1][1] if curve else float("nan")
     if not final < FINAL_VAL_BOUND:
         problems.append(f"final validation loss {final:.6f} is not below {FINAL_VAL_BOUND}")
-    summary = (f"batch {batch.group(1)}/process, {batch.group(2)} global, lr {rate.group(1)}, "
-               f"val {curve[0][1]:.4f} -> {final:.6f}" if batch and rate and curve else "no result")
+    summary = (
+        f"batch {batch.group(1)}/process, {batch.group(2)} global, lr {rate.group(1)}, "
+        f"val {curve[0][1]:.4f} -> {final:.6f}"
+        if batch and rate and curve
+        else "no result"
+    )
     if problems:
         print(result.stdout[-4000:])
         print(f"FAIL: {name}: " + "; ".join(problems) + f" ({summary})")
@@ -73,8 +77,9 @@ def main() -> int:
             cap_args = ["-x", f"LOCKSTEP_CPU_MEMORY_LIMIT={cap}"] if cap else []
             cmd = [mpirun, "-n", str(np), "--oversubscribe", *cap_args, program, "--losses-file", losses]
             result, curve = run(cmd, dict(os.environ), losses)
-            check(f"{np} rank(s), {'a ' + cap + ' cap' if cap else 'no cap'}, default arguments", result, curve,
-                  failures)
+            check(
+                f"{np} rank(s), {'a ' + cap + ' cap' if cap else 'no cap'}, default arguments", result, curve, failures
+            )
         if launcher and np == 2:
             losses = os.path.join(tmp, "losses-launch")
             env = dict(os.environ, LOCKSTEP_CPU_MEMORY_LIMIT=CAP)  # forwarded to every rank by the launcher

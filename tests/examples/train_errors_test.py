@@ -12,7 +12,6 @@ Usage: train_errors_test.py MPIRUN TRAIN_PROGRAM
    ranks, which only the ranks can see.
 3. --help exits 0 and shows the defaults.
 """
-import os
 import re
 import subprocess
 import sys
@@ -59,44 +58,80 @@ def program_lines(text):
 
 def check_divergence(c, mpirun, program):
     for np in (1, 4):
-        cmd = [mpirun, "-n", str(np), "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
-               "sh", "-c", REPORT_STATUS, program, "--lr", "1e9"]
+        cmd = [
+            mpirun,
+            "-n",
+            str(np),
+            "--oversubscribe",
+            "--mca",
+            "orte_abort_on_non_zero_status",
+            "0",
+            "sh",
+            "-c",
+            REPORT_STATUS,
+            program,
+            "--lr",
+            "1e9",
+        ]
         r = run(cmd)
         out = r.stdout + r.stderr
         statuses = dict(re.findall(r"^rank (\d+) exit status (\d+)$", out, re.M))
-        c.expect(sorted(statuses) == [str(i) for i in range(np)] and set(statuses.values()) == {"1"},
-                 f"{np} rank(s), --lr 1e9: every rank exits with status 1 (got {statuses})", out)
+        c.expect(
+            sorted(statuses) == [str(i) for i in range(np)] and set(statuses.values()) == {"1"},
+            f"{np} rank(s), --lr 1e9: every rank exits with status 1 (got {statuses})",
+            out,
+        )
         c.expect(out.count(DIVERGED) == 1, f"{np} rank(s), --lr 1e9: the reason is printed once", out)
-        c.expect("epoch   1/30" in out and "epoch   2/30" not in out and "done:" not in out,
-                 f"{np} rank(s), --lr 1e9: every rank stops after the first epoch", out)
+        c.expect(
+            "epoch   1/30" in out and "epoch   2/30" not in out and "done:" not in out,
+            f"{np} rank(s), --lr 1e9: every rank stops after the first epoch",
+            out,
+        )
     r = run([mpirun, "-n", "2", "--oversubscribe", program, "--lr", "1e9"])
-    c.expect(r.returncode != 0, f"mpirun -n 2 of a diverging run exits non-zero (got {r.returncode})",
-             r.stdout + r.stderr)
+    c.expect(
+        r.returncode != 0, f"mpirun -n 2 of a diverging run exits non-zero (got {r.returncode})", r.stdout + r.stderr
+    )
 
 
 def check_usage(c, mpirun, program):
     for args, expected in BAD_ARGUMENTS:
         r = run([program, *args])
         lines = r.stderr.splitlines()
-        c.expect(r.returncode == 2 and r.stdout == "" and len(lines) == 1 and expected in lines[0]
-                 and len(lines[0]) < 160,
-                 f"{' '.join(args)}: exit status 2 and one line (got {r.returncode}: {r.stderr.strip()!r})")
-    for args, expected in [(["--epochs", "0"], "--epochs must be at least 1 (got 0)"),
-                           (["--global-batch", "3"], "--global-batch 3 does not divide evenly over 2 processes")]:
+        c.expect(
+            r.returncode == 2 and r.stdout == "" and len(lines) == 1 and expected in lines[0] and len(lines[0]) < 160,
+            f"{' '.join(args)}: exit status 2 and one line (got {r.returncode}: {r.stderr.strip()!r})",
+        )
+    for args, expected in [
+        (["--epochs", "0"], "--epochs must be at least 1 (got 0)"),
+        (["--global-batch", "3"], "--global-batch 3 does not divide evenly over 2 processes"),
+    ]:
         r = run([mpirun, "-n", "2", "--oversubscribe", program, *args])
         lines = program_lines(r.stdout + r.stderr)
-        c.expect(r.returncode == 2 and len(lines) == 1 and expected in lines[0],
-                 f"mpirun -n 2, {' '.join(args)}: exit status 2 and one line from the main process "
-                 f"(got {r.returncode}: {lines})", r.stdout + r.stderr)
+        c.expect(
+            r.returncode == 2 and len(lines) == 1 and expected in lines[0],
+            f"mpirun -n 2, {' '.join(args)}: exit status 2 and one line from the main process "
+            f"(got {r.returncode}: {lines})",
+            r.stdout + r.stderr,
+        )
 
 
 def check_help(c, program):
     r = run([program, "--help"])
-    defaults = ["--epochs INT=30", "--lr FLOAT=0.02", "--lr-batch INT=1024", "--max-lr FLOAT=0.06",
-                "--start-batch INT=2048", "--momentum FLOAT=0.9", "--patience INT=5"]
+    defaults = [
+        "--epochs INT=30",
+        "--lr FLOAT=0.02",
+        "--lr-batch INT=1024",
+        "--max-lr FLOAT=0.06",
+        "--start-batch INT=2048",
+        "--momentum FLOAT=0.9",
+        "--patience INT=5",
+    ]
     missing = [d for d in defaults if d not in r.stdout]
-    c.expect(r.returncode == 0 and not missing, f"--help exits 0 and shows the defaults (missing: {missing})",
-             r.stdout + r.stderr)
+    c.expect(
+        r.returncode == 0 and not missing,
+        f"--help exits 0 and shows the defaults (missing: {missing})",
+        r.stdout + r.stderr,
+    )
 
 
 def main() -> int:

@@ -41,10 +41,14 @@ def main() -> int:
             curves[np] = first
         curves[4], _ = run(mpirun, program, 4, 7, path("c4"))
         for np in (2, 4):
-            worst = max(abs(a - b) / max(abs(b), 1e-12)
-                        for ea, eb in zip(curves[np], curves[1]) for a, b in zip(ea, eb))
+            worst = max(
+                abs(a - b) / max(abs(b), 1e-12) for ea, eb in zip(curves[np], curves[1]) for a, b in zip(ea, eb)
+            )
             ok = len(curves[np]) == len(curves[1]) and worst < 1e-4
-            print(("ok:   " if ok else "FAIL: ") + f"{np} ranks follow the 1-rank curve (largest relative difference {worst:.2e})")
+            print(
+                ("ok:   " if ok else "FAIL: ")
+                + f"{np} ranks follow the 1-rank curve (largest relative difference {worst:.2e})"
+            )
             if not ok:
                 failures.append(f"curve {np}")
         other, _ = run(mpirun, program, 1, 8, path("d1"))

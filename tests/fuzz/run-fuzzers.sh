@@ -26,6 +26,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${LOCKSTEP_BUILD_DIR:-$root/build}
 work=${FUZZ_WORK:-$root/build-fuzz}
 cxx=${CXX_FUZZ:-clang++-14}
+# shellcheck disable=SC2054 # the commas separate the compiler's values, not bash's elements
 sanitize=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 flags=(-std=c++20 -g -O1 -DNDEBUG -pthread "${sanitize[@]}" -include "$root/tests/fuzz/source_location_shim.hpp")
 
@@ -53,6 +54,7 @@ case $harness in
             exit 2
         fi
         # The instrumented config.cpp takes precedence over the library's copy of the same exported functions.
+        # shellcheck disable=SC2054 # the commas separate the linker's values, not bash's elements
         compile=("$root/tests/fuzz/fuzz_$harness.cpp" "$root/runtime/config.cpp" -I"$build/include"
                  -I"$root/runtime" -L"$build" -Wl,-rpath,"$build" -llockstep -lyaml-cpp -lfmt)
         ;;

@@ -62,18 +62,23 @@ def validation_curve(path):
 def train_on_two_nodes(lockstep, train, mpirun, salloc):
     with tempfile.TemporaryDirectory() as tmp:
         on_slurm, local = os.path.join(tmp, "slurm"), os.path.join(tmp, "mpirun")
-        p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--", train, "--losses-file", on_slurm],
-                timeout=300)
+        p = run(
+            salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--", train, "--losses-file", on_slurm], timeout=300
+        )
         check(p.returncode == 0, "the training example under salloc -N 2 -n 2 exits 0")
         p = run([mpirun, "-n", "2", "--oversubscribe", train, "--losses-file", local], timeout=300)
         check(p.returncode == 0, "the same training under mpirun -n 2 exits 0")
         slurm_curve, local_curve = validation_curve(on_slurm), validation_curve(local)
-        check(len(slurm_curve) > 0 and len(slurm_curve) == len(local_curve),
-              f"both runs trained the same number of epochs ({len(slurm_curve)} and {len(local_curve)})")
+        check(
+            len(slurm_curve) > 0 and len(slurm_curve) == len(local_curve),
+            f"both runs trained the same number of epochs ({len(slurm_curve)} and {len(local_curve)})",
+        )
         if slurm_curve and local_curve:
             a, b = slurm_curve[-1], local_curve[-1]
-            check(abs(a - b) <= 1e-6 * max(abs(b), 1e-12),
-                  f"final validation loss on 2 Slurm nodes {a:.6f} equals mpirun's {b:.6f}")
+            check(
+                abs(a - b) <= 1e-6 * max(abs(b), 1e-12),
+                f"final validation loss on 2 Slurm nodes {a:.6f} equals mpirun's {b:.6f}",
+            )
 
 
 def main():
@@ -97,20 +102,29 @@ def main():
     p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--dry-run", "--json", "--", child])
     plan = json.loads(p.stdout) if p.returncode == 0 else {}
     check(plan.get("launcher") == "srun", "dry run: srun inside the allocation")
-    check(plan.get("num_processes") == 2 and "SLURM_NTASKS" in plan.get("num_processes_source", ""),
-          "dry run: 2 processes from SLURM_NTASKS")
+    check(
+        plan.get("num_processes") == 2 and "SLURM_NTASKS" in plan.get("num_processes_source", ""),
+        "dry run: 2 processes from SLURM_NTASKS",
+    )
     pmi = plan.get("pmi") or {}
-    check(pmi.get("plugin") == "pmix" and "--mpi=pmix" in plan.get("command", []),
-          f"dry run: srun gets --mpi=pmix ({pmi})")
-    check("ompi_info" in pmi.get("source", "") and "could not be asked" not in pmi.get("source", ""),
-          "dry run: the choice names ompi_info, and srun --mpi=list was asked")
+    check(
+        pmi.get("plugin") == "pmix" and "--mpi=pmix" in plan.get("command", []),
+        f"dry run: srun gets --mpi=pmix ({pmi})",
+    )
+    check(
+        "ompi_info" in pmi.get("source", "") and "could not be asked" not in pmi.get("source", ""),
+        "dry run: the choice names ompi_info, and srun --mpi=list was asked",
+    )
 
     # The user's own --mpi wins, and a wrong one is explained.
-    p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--mpirun-args=--mpi=pmi2", "--", child,
-                      "--allreduce"])
+    p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--mpirun-args=--mpi=pmi2", "--", child, "--allreduce"])
     check(p.returncode != 0, "ranks started with srun --mpi=pmi2 fail (Debian's Open MPI has PMIx only)")
-    check("lockstep launch: the ranks failed in MPI_Init" in p.stderr and "'pmi2'" in p.stderr and
-          "--mpi=pmix" in p.stderr, "the failure names the plugin used and the one to try")
+    check(
+        "lockstep launch: the ranks failed in MPI_Init" in p.stderr
+        and "'pmi2'" in p.stderr
+        and "--mpi=pmix" in p.stderr,
+        "the failure names the plugin used and the one to try",
+    )
 
     # -n wins over SLURM_NTASKS.
     p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "-n", "1", "--", child, "--allreduce"])
@@ -125,8 +139,21 @@ def main():
     # A batch job: sbatch -N 2 -n 3 runs its script on the first node; launch takes SLURM_NTASKS from there.
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "job.out")
-        p = run(["sbatch", "--wait", "--time=5", "-N", "2", "-n", "3", "-o", out, "--wrap",
-                 f"{lockstep} launch -- {child} --allreduce"])
+        p = run(
+            [
+                "sbatch",
+                "--wait",
+                "--time=5",
+                "-N",
+                "2",
+                "-n",
+                "3",
+                "-o",
+                out,
+                "--wrap",
+                f"{lockstep} launch -- {child} --allreduce",
+            ]
+        )
         text = open(out).read() if os.path.exists(out) else ""
         print(text[-4000:])
         check(p.returncode == 0, "sbatch -N 2 -n 3 job exits 0")
@@ -142,20 +169,40 @@ def main():
     scopes = {d["path"]: d["scope"] for d in report["differences"]}
     check(all(scope != "job" for scope in scopes.values()), f"no job-wide difference ({scopes})")
     check(scopes.get("environment.SLURMD_NODENAME") == "node", "SLURMD_NODENAME differs per node")
-    check(any(path.startswith("environment.PMIX_SERVER_URI") and scope == "node" for path, scope in scopes.items()),
-          "the PMIx server URIs differ per node")
+    check(
+        any(path.startswith("environment.PMIX_SERVER_URI") and scope == "node" for path, scope in scopes.items()),
+        "the PMIx server URIs differ per node",
+    )
     check(scopes.get("environment.SLURM_PROCID") == "rank", "SLURM_PROCID differs per rank")
 
     # Open MPI's mpirun inside the allocation starts its daemons through srun: its session directories and daemon
     # URIs are per node too.
-    p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--launcher", "openmpi", "--", lockstep, "env",
-                      "--all-ranks", "--json"])
+    p = run(
+        salloc
+        + [
+            "-N",
+            "2",
+            "-n",
+            "2",
+            lockstep,
+            "launch",
+            "--launcher",
+            "openmpi",
+            "--",
+            lockstep,
+            "env",
+            "--all-ranks",
+            "--json",
+        ]
+    )
     report = json.loads(p.stdout) if p.stdout.startswith("{") else {"ranks": [], "differences": []}
     scopes = {d["path"]: d["scope"] for d in report["differences"]}
     check(p.returncode == 0 and len(report["ranks"]) == 2, "mpirun inside the allocation: env --all-ranks exits 0")
     check(all(scope != "job" for scope in scopes.values()), f"mpirun: no job-wide difference ({scopes})")
-    check(scopes.get("environment.OMPI_MCA_orte_top_session_dir") == "node",
-          "mpirun: Open MPI's session directories differ per node")
+    check(
+        scopes.get("environment.OMPI_MCA_orte_top_session_dir") == "node",
+        "mpirun: Open MPI's session directories differ per node",
+    )
 
     if len(sys.argv) > 4:
         train_on_two_nodes(lockstep, sys.argv[3], sys.argv[4], salloc)

@@ -56,8 +56,9 @@ REQUIRED = [
 
 def main() -> int:
     library = sys.argv[1]
-    out = subprocess.run(["nm", "-D", "--defined-only", "--demangle", library], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", "--demangle", library], check=True, capture_output=True, text=True
+    ).stdout
     # "address type name": the name may contain spaces once demangled.
     # ABI tags ("f[abi:cxx11](...)") are not part of what a reader calls the name.
     names = [re.sub(r"\[abi:[^]]*\]", "", line.split(" ", 2)[2]) for line in out.splitlines() if line.count(" ") >= 2]
@@ -67,12 +68,18 @@ def main() -> int:
     # The entity a symbol belongs to: its own qualified name, or the class of a vtable, typeinfo or guard variable.
     # Arguments are left out: a public function may take an internal type by pointer.
     def entity(name: str) -> str:
-        name = re.sub(r"^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for|construction vtable for) ",
-                      "", name)
+        name = re.sub(
+            r"^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for|construction vtable for) ",
+            "",
+            name,
+        )
         return name.split("(", 1)[0]
 
-    leaked = [n for n in names
-              if any(entity(n).startswith(f) for f in FORBIDDEN) and not any(n.startswith(a) for a in ALLOWED)]
+    leaked = [
+        n
+        for n in names
+        if any(entity(n).startswith(f) for f in FORBIDDEN) and not any(n.startswith(a) for a in ALLOWED)
+    ]
     missing = [r for r in REQUIRED if not any(n.startswith(r) for n in names)]
     for n in leaked:
         print(f"FAIL: internal symbol exported: {n}")

@@ -25,8 +25,14 @@ def check(ok, what):
 
 
 def run(args, env=None, input_text=None, timeout=120):
-    proc = subprocess.run(args, env=env if env is not None else os.environ.copy(), input=input_text,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        args,
+        env=env if env is not None else os.environ.copy(),
+        input=input_text,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     print(f"$ {' '.join(args)}  -> {proc.returncode}")
     if proc.stdout:
         print(proc.stdout[-3000:])
@@ -36,7 +42,7 @@ def run(args, env=None, input_text=None, timeout=120):
 
 
 def child_lines(stdout):
-    return sorted((json.loads(l) for l in stdout.splitlines() if l.startswith("{")), key=lambda j: j["rank"])
+    return sorted((json.loads(line) for line in stdout.splitlines() if line.startswith("{")), key=lambda j: j["rank"])
 
 
 def write(path, text):
@@ -62,11 +68,34 @@ def open_mpi_pmix():
 def case_dry_run(lockstep, child, tmp, _):
     env = without_slurm(dict(os.environ, LOCKSTEP_SEED="7"))
     hosts = os.path.abspath("hosts")
-    base = [lockstep, "launch", "--dry-run", "--json", "-n", "4", "--npernode", "2", "--hostfile", "hosts",
-            "--debug", "--log-level", "info", "--timeout", "30", "--mpirun-args", "--tag-output --bind-to 'core'"]
+    base = [
+        lockstep,
+        "launch",
+        "--dry-run",
+        "--json",
+        "-n",
+        "4",
+        "--npernode",
+        "2",
+        "--hostfile",
+        "hosts",
+        "--debug",
+        "--log-level",
+        "info",
+        "--timeout",
+        "30",
+        "--mpirun-args",
+        "--tag-output --bind-to 'core'",
+    ]
     flags = "LOCKSTEP_DEBUG_MODE,LOCKSTEP_LOG_LEVEL,LOCKSTEP_TIMEOUT"
-    expected_env = {"LOCKSTEP_DEBUG_MODE": "1", "LOCKSTEP_LOG_LEVEL": "info", "LOCKSTEP_TIMEOUT": "30",
-                    "LOCKSTEP_SEED": "7", "LOCKSTEP_LAUNCHER_FLAGS": flags, "LOCKSTEP_CONFIG_FILE": ""}
+    expected_env = {
+        "LOCKSTEP_DEBUG_MODE": "1",
+        "LOCKSTEP_LOG_LEVEL": "info",
+        "LOCKSTEP_TIMEOUT": "30",
+        "LOCKSTEP_SEED": "7",
+        "LOCKSTEP_LAUNCHER_FLAGS": flags,
+        "LOCKSTEP_CONFIG_FILE": "",
+    }
     forwarded = sorted(expected_env)
 
     p = run(base + ["--launcher", "openmpi", "--", child, "--debug", "x"], env)
@@ -75,25 +104,45 @@ def case_dry_run(lockstep, child, tmp, _):
     check(p.returncode == 0 and plan["launcher"] == "openmpi", "openmpi dry run succeeds")
     head = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     xs = [w for name in forwarded for w in ("-x", name)]
-    check(cmd == head + ["-np", "4", "--hostfile", hosts, "--map-by", "ppr:2:node"] + xs +
-          ["--tag-output", "--bind-to", "core", child, "--debug", "x"], f"openmpi command: {cmd}")
+    check(
+        cmd
+        == head
+        + ["-np", "4", "--hostfile", hosts, "--map-by", "ppr:2:node"]
+        + xs
+        + ["--tag-output", "--bind-to", "core", child, "--debug", "x"],
+        f"openmpi command: {cmd}",
+    )
     check(plan["pmi"] is None and plan["num_nodes"] is None, "mpirun: no PMI plugin, no node count")
     check(plan["environment"] == expected_env, "openmpi: every LOCKSTEP_* variable with its value")
 
     p = run(base + ["--launcher", "hydra", child], env)
     cmd = json.loads(p.stdout)["command"]
     genv = [w for name in forwarded for w in ("-genv", name, expected_env[name])]
-    check(cmd == ["mpirun", "-n", "4", "-f", hosts, "-ppn", "2"] + genv +
-          ["--tag-output", "--bind-to", "core", child], f"hydra command: {cmd}")
+    check(
+        cmd == ["mpirun", "-n", "4", "-f", hosts, "-ppn", "2"] + genv + ["--tag-output", "--bind-to", "core", child],
+        f"hydra command: {cmd}",
+    )
 
     slurm_env = dict(env, SLURM_JOB_ID="4242")
     # SLURM_MPI_TYPE is srun's own: srun reads it, lockstep passes no --mpi of its own.
     p = run(base + [child], dict(slurm_env, SLURM_MPI_TYPE="pmix"))  # --launcher auto: srun inside an allocation
     plan = json.loads(p.stdout)
     check(plan["launcher"] == "srun" and "4242" in plan["detected_from"], "SLURM_JOB_ID selects srun")
-    check(plan["command"] == ["srun", "--ntasks=4", "--nodefile=" + hosts, "--ntasks-per-node=2",
-                              "--export=ALL," + ",".join(forwarded), "--tag-output", "--bind-to", "core", child],
-          f"srun command: {plan['command']}")
+    check(
+        plan["command"]
+        == [
+            "srun",
+            "--ntasks=4",
+            "--nodefile=" + hosts,
+            "--ntasks-per-node=2",
+            "--export=ALL," + ",".join(forwarded),
+            "--tag-output",
+            "--bind-to",
+            "core",
+            child,
+        ],
+        f"srun command: {plan['command']}",
+    )
     check(plan["pmi"] == {"plugin": "pmix", "source": "environment SLURM_MPI_TYPE"}, f"SLURM_MPI_TYPE: {plan['pmi']}")
     p = run(base + ["--launcher", "openmpi", child], slurm_env)
     check(json.loads(p.stdout)["launcher"] == "openmpi", "--launcher overrides Slurm detection")
@@ -101,56 +150,84 @@ def case_dry_run(lockstep, child, tmp, _):
     # Without a user's choice, srun gets the PMI plugin the Open MPI on PATH was built for (Debian's: PMIx) among those
     # `srun --mpi=list` offers (here a stand-in srun that answers as Slurm 22.05 does).
     short = [lockstep, "launch", "--dry-run", "--json"]
-    srun_2205 = write(os.path.join(tmp, "srun-22.05"), "#!/bin/sh\n[ \"$1\" = --mpi=list ] || exit 1\n"
-                      "printf 'MPI plugin types are...\\n\\tpmix\\n\\tnone\\n\\tpmi2\\n"
-                      "specific pmix plugin versions available: pmix_v4\\n'\n")
-    srun_no_pmix = write(os.path.join(tmp, "srun-no-pmix"), "#!/bin/sh\n[ \"$1\" = --mpi=list ] || exit 1\n"
-                         "printf 'MPI plugin types are...\\n\\tnone\\n\\tpmi2\\n'\n")
+    srun_2205 = write(
+        os.path.join(tmp, "srun-22.05"),
+        '#!/bin/sh\n[ "$1" = --mpi=list ] || exit 1\n'
+        "printf 'MPI plugin types are...\\n\\tpmix\\n\\tnone\\n\\tpmi2\\n"
+        "specific pmix plugin versions available: pmix_v4\\n'\n",
+    )
+    srun_no_pmix = write(
+        os.path.join(tmp, "srun-no-pmix"),
+        '#!/bin/sh\n[ "$1" = --mpi=list ] || exit 1\n' "printf 'MPI plugin types are...\\n\\tnone\\n\\tpmi2\\n'\n",
+    )
     os.chmod(srun_2205, 0o755)
     os.chmod(srun_no_pmix, 0o755)
     if open_mpi_pmix():
         p = run(short + ["--mpirun", srun_2205, "-n", "2", child], slurm_env)
         plan = json.loads(p.stdout)
-        check(plan["pmi"]["plugin"] == "pmix" and "ompi_info" in plan["pmi"]["source"] and
-              "could not be asked" not in plan["pmi"]["source"], f"PMIx from ompi_info and srun: {plan['pmi']}")
-        check(plan["command"][:3] == [srun_2205, "--ntasks=2", "--mpi=pmix"], f"srun gets --mpi=pmix: {plan['command']}")
+        check(
+            plan["pmi"]["plugin"] == "pmix"
+            and "ompi_info" in plan["pmi"]["source"]
+            and "could not be asked" not in plan["pmi"]["source"],
+            f"PMIx from ompi_info and srun: {plan['pmi']}",
+        )
+        check(
+            plan["command"][:3] == [srun_2205, "--ntasks=2", "--mpi=pmix"], f"srun gets --mpi=pmix: {plan['command']}"
+        )
         p = run(short + ["--mpirun", srun_no_pmix, "-n", "2", child], slurm_env)
         plan = json.loads(p.stdout)
-        check(plan["pmi"]["plugin"] is None and not any(w.startswith("--mpi") for w in plan["command"]),
-              "a Slurm without PMIx: no plugin fits, none is passed")
-        check("only none, pmi2" in p.stderr and any("only none, pmi2" in w for w in plan["warnings"]),
-              "and the warning says what srun offers")
+        check(
+            plan["pmi"]["plugin"] is None and not any(w.startswith("--mpi") for w in plan["command"]),
+            "a Slurm without PMIx: no plugin fits, none is passed",
+        )
+        check(
+            "only none, pmi2" in p.stderr and any("only none, pmi2" in w for w in plan["warnings"]),
+            "and the warning says what srun offers",
+        )
     p = run([lockstep, "launch", "--dry-run", "--mpirun", srun_2205, "-n", "2", child], slurm_env)
     check("# pmi: " in p.stdout, "the text dry run shows the PMI plugin")
     p = run(short + ["--mpirun-args", "--mpi pmi2", child], slurm_env)
     plan = json.loads(p.stdout)
-    check(plan["pmi"] == {"plugin": "pmi2", "source": "--mpirun-args --mpi pmi2"} and
-          not any(w.startswith("--mpi=") for w in plan["command"]), "the user's --mpi wins, and is passed once")
+    check(
+        plan["pmi"] == {"plugin": "pmi2", "source": "--mpirun-args --mpi pmi2"}
+        and not any(w.startswith("--mpi=") for w in plan["command"]),
+        "the user's --mpi wins, and is passed once",
+    )
 
     # The process count of an allocation: flag > SLURM_NTASKS > config file > one per node of the allocation > 1.
     config = write(os.path.join(tmp, "five.yaml"), "lockstep: 1\nnum_processes: 5\n")
     allocation = dict(slurm_env, SLURM_NTASKS="3", SLURM_JOB_NUM_NODES="2", SLURM_MPI_TYPE="pmix")
     plan = json.loads(run(short + [child], allocation).stdout)
-    check(plan["num_processes"] == 3 and plan["num_processes_source"] == "SLURM_NTASKS of Slurm allocation 4242",
-          f"SLURM_NTASKS gives the count: {plan['num_processes_source']}")
-    check(plan["command"][:4] == ["srun", "--ntasks=3", "-N", "2"] and plan["num_nodes"] == 2,
-          f"and the allocation's nodes: {plan['command']}")
+    check(
+        plan["num_processes"] == 3 and plan["num_processes_source"] == "SLURM_NTASKS of Slurm allocation 4242",
+        f"SLURM_NTASKS gives the count: {plan['num_processes_source']}",
+    )
+    check(
+        plan["command"][:4] == ["srun", "--ntasks=3", "-N", "2"] and plan["num_nodes"] == 2,
+        f"and the allocation's nodes: {plan['command']}",
+    )
     plan = json.loads(run(short + ["--config", config, child], allocation).stdout)
     check(plan["num_processes"] == 3, "SLURM_NTASKS comes before the config file")
     plan = json.loads(run(short + ["-n", "4", child], allocation).stdout)
-    check(plan["num_processes"] == 4 and plan["num_nodes"] is None and "-N" not in plan["command"],
-          "-n comes before SLURM_NTASKS, and srun places the ranks")
+    check(
+        plan["num_processes"] == 4 and plan["num_nodes"] is None and "-N" not in plan["command"],
+        "-n comes before SLURM_NTASKS, and srun places the ranks",
+    )
     nodes_only = dict(slurm_env, SLURM_JOB_NUM_NODES="2", SLURM_MPI_TYPE="pmix")
     plan = json.loads(run(short + ["--config", config, child], nodes_only).stdout)
     check(plan["num_processes"] == 5, "without SLURM_NTASKS the config file comes first")
     plan = json.loads(run(short + [child], nodes_only).stdout)
-    check(plan["num_processes"] == 2 and "one per node" in plan["num_processes_source"],
-          "then one rank per node of the allocation")
+    check(
+        plan["num_processes"] == 2 and "one per node" in plan["num_processes_source"],
+        "then one rank per node of the allocation",
+    )
     plan = json.loads(run(short + [child], dict(nodes_only, SLURM_NTASKS="lots")).stdout)
     check(plan["num_processes"] == 2, "a SLURM_NTASKS that is no count is ignored")
     plan = json.loads(run(short + ["--launcher", "openmpi", child], dict(env, SLURM_NTASKS="3")).stdout)
-    check(plan["num_processes"] == 1 and plan["num_processes_source"] == "default",
-          "outside an allocation (no SLURM_JOB_ID) SLURM_NTASKS is ignored")
+    check(
+        plan["num_processes"] == 1 and plan["num_processes_source"] == "default",
+        "outside an allocation (no SLURM_JOB_ID) SLURM_NTASKS is ignored",
+    )
 
     p = run(short + ["--launcher", "openmpi", "--oversubscribe", child], env)
     check("--oversubscribe" in json.loads(p.stdout)["command"], "--oversubscribe reaches Open MPI's mpirun")
@@ -158,13 +235,21 @@ def case_dry_run(lockstep, child, tmp, _):
     check("--overcommit" in json.loads(p.stdout)["command"], "and srun as --overcommit")
 
     p = run([lockstep, "launch", "--dry-run", "-n", "2", "--no-debug", child, "a b"], env)
-    check(p.returncode == 0 and "export LOCKSTEP_DEBUG_MODE=0" in p.stdout and "'a b'" in p.stdout,
-          "text dry run prints exports and a shell-quoted command")
+    check(
+        p.returncode == 0 and "export LOCKSTEP_DEBUG_MODE=0" in p.stdout and "'a b'" in p.stdout,
+        "text dry run prints exports and a shell-quoted command",
+    )
     check("openmpi" in p.stdout.splitlines()[0], "auto detects OpenMPI from mpirun --version")
 
-    for bad, word in ([["--bogus"], "--bogus"], [["--timeout", "soon"], "LOCKSTEP_TIMEOUT"],
-                      [["--log-level", "loud"], "LOCKSTEP_LOG_LEVEL"], [["--mpirun-args", "'open"], "unterminated"],
-                      [["--debug", "--no-debug"], "--no-debug"], [["--launcher", "pbs"], "pbs"], [[], "no program"]):
+    for bad, word in (
+        [["--bogus"], "--bogus"],
+        [["--timeout", "soon"], "LOCKSTEP_TIMEOUT"],
+        [["--log-level", "loud"], "LOCKSTEP_LOG_LEVEL"],
+        [["--mpirun-args", "'open"], "unterminated"],
+        [["--debug", "--no-debug"], "--no-debug"],
+        [["--launcher", "pbs"], "pbs"],
+        [[], "no program"],
+    ):
         p = run([lockstep, "launch", "--dry-run"] + bad + ([child] if bad else []), env)
         check(p.returncode == 2 and word in p.stderr, f"usage error (exit 2) naming {word}")
 
@@ -176,29 +261,40 @@ def case_precedence(lockstep, child, tmp, _):
     ranks = child_lines(p.stdout)
     check(p.returncode == 0 and len(ranks) == 2, "num_processes comes from the config file (2 ranks)")
     for r in ranks:
-        check(r["debug"] is False and r["sources"]["debug"] == "launcher flag (LOCKSTEP_DEBUG_MODE)",
-              f"rank {r['rank']}: --no-debug wins over 'debug: true', reported as a launcher flag")
-        check(r["timeout"] == 45 and r["sources"]["timeout"].startswith(config + ":3:"),
-              f"rank {r['rank']}: timeout from the file with file:line:column")
-        check(r["log_level"] == "ERROR" and r["sources"]["log_level"] == "environment LOCKSTEP_LOG_LEVEL",
-              f"rank {r['rank']}: variable from the caller's environment is forwarded")
+        check(
+            r["debug"] is False and r["sources"]["debug"] == "launcher flag (LOCKSTEP_DEBUG_MODE)",
+            f"rank {r['rank']}: --no-debug wins over 'debug: true', reported as a launcher flag",
+        )
+        check(
+            r["timeout"] == 45 and r["sources"]["timeout"].startswith(config + ":3:"),
+            f"rank {r['rank']}: timeout from the file with file:line:column",
+        )
+        check(
+            r["log_level"] == "ERROR" and r["sources"]["log_level"] == "environment LOCKSTEP_LOG_LEVEL",
+            f"rank {r['rank']}: variable from the caller's environment is forwarded",
+        )
     p = run([lockstep, "launch", "--config", config, "--dry-run", "--json", "-n", "3", child])
     plan = json.loads(p.stdout)
-    check(plan["num_processes"] == 3 and plan["num_processes_source"] == "flag --num-processes",
-          "-n wins over the file's num_processes")
+    check(
+        plan["num_processes"] == 3 and plan["num_processes_source"] == "flag --num-processes",
+        "-n wins over the file's num_processes",
+    )
     p = run([lockstep, "launch", "--config", config, "--dry-run", "--json", child])
     check(json.loads(p.stdout)["num_processes_source"].startswith(config + ":4:"), "num_processes source is file:line")
 
 
 def case_launch(lockstep, child, tmp, np):
-    p = run([lockstep, "launch", "-n", np, "--debug", "--log-level", "info", "--timeout", "12", "--", child,
-             "--exit", "0"])
+    p = run(
+        [lockstep, "launch", "-n", np, "--debug", "--log-level", "info", "--timeout", "12", "--", child, "--exit", "0"]
+    )
     ranks = child_lines(p.stdout)
     check(p.returncode == 0, "the job exits 0")
     check([r["rank"] for r in ranks] == list(range(int(np))), f"{np} ranks ran, each once")
     for r in ranks:
-        check(r["size"] == int(np) and r["debug"] is True and r["log_level"] == "INFO" and r["timeout"] == 12,
-              f"rank {r['rank']} sees the flags' values")
+        check(
+            r["size"] == int(np) and r["debug"] is True and r["log_level"] == "INFO" and r["timeout"] == 12,
+            f"rank {r['rank']} sees the flags' values",
+        )
         check(r["sources"]["timeout"] == "launcher flag (LOCKSTEP_TIMEOUT)", f"rank {r['rank']} knows the source")
 
 
@@ -229,17 +325,26 @@ def case_config(lockstep, child, tmp, _):
     text = open(path).read()
     check("lockstep: 1" in text, "the file carries the schema version")
     p = run([lockstep, "config", "--check", path])
-    check(p.returncode == 0 and "valid" in p.stdout and f"({path}:" in p.stdout, "config --check accepts it, with sources")
+    check(
+        p.returncode == 0 and "valid" in p.stdout and f"({path}:" in p.stdout, "config --check accepts it, with sources"
+    )
     p = run([lockstep, "config", "--default", "--file", path])
     check(p.returncode == 1 and "--force" in p.stderr, "an existing file is not replaced without --force")
     p = run([lockstep, "config", "--default", "--file", path, "--force"])
     check(p.returncode == 0, "--force replaces it")
-    p = run([lockstep, "config", "--interactive", "--file", path, "--force"],
-            input_text="4\nmaybe\nyes\ndebug\n\n8GiB\n\nbf16\n")
+    p = run(
+        [lockstep, "config", "--interactive", "--file", path, "--force"],
+        input_text="4\nmaybe\nyes\ndebug\n\n8GiB\n\nbf16\n",
+    )
     check(p.returncode == 0 and "not" in p.stdout, "interactive: a bad answer is explained and asked again")
     p = run([lockstep, "config", "--check", path])
-    check("num_processes: 4" in p.stdout and "debug: true" in p.stdout and "log_level: DEBUG" in p.stdout and
-          "8 GiB" in p.stdout.replace("8.00 GiB", "8 GiB"), "interactive answers round-trip through --check")
+    check(
+        "num_processes: 4" in p.stdout
+        and "debug: true" in p.stdout
+        and "log_level: DEBUG" in p.stdout
+        and "8 GiB" in p.stdout.replace("8.00 GiB", "8 GiB"),
+        "interactive answers round-trip through --check",
+    )
     # On a terminal the questions are asked without --interactive.
     master, slave = pty.openpty()
     proc = subprocess.Popen([lockstep, "config", "--file", path, "--force"], stdin=slave, stdout=slave, stderr=slave)
@@ -267,9 +372,11 @@ def case_config(lockstep, child, tmp, _):
     check("num_processes: 3" in p.stdout, "the terminal's answers are written")
     p = run([lockstep, "config", "--file", path, "--force"], input_text="")
     check(p.returncode == 2 and "--interactive" in p.stderr, "without a terminal: usage error pointing to the flags")
-    accelerate = write(os.path.join(tmp, "accelerate.yaml"),
-                       "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n"
-                       "mixed_precision: bf16\nuse_cpu: false\n")
+    accelerate = write(
+        os.path.join(tmp, "accelerate.yaml"),
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n"
+        "mixed_precision: bf16\nuse_cpu: false\n",
+    )
     p = run([lockstep, "config", "--check", accelerate])
     check(p.returncode == 0 and "num_processes: 8" in p.stdout, "an Accelerate config file is read")
 
@@ -293,8 +400,14 @@ def case_malformed(lockstep, child, tmp, _):
 
 
 def case_env(lockstep, child, tmp, _):
-    env = dict(os.environ, LOCKSTEP_SEED="11", SLURM_JOB_ID="77", PMIX_TEST="p", OMPI_TEST="o",
-               LOCKSTEP_STAGING_CHUNK_BYTES="64KiB")
+    env = dict(
+        os.environ,
+        LOCKSTEP_SEED="11",
+        SLURM_JOB_ID="77",
+        PMIX_TEST="p",
+        OMPI_TEST="o",
+        LOCKSTEP_STAGING_CHUNK_BYTES="64KiB",
+    )
     p = run([lockstep, "env", "--json"], env)
     r = json.loads(p.stdout)
     check(p.returncode == 0 and r["schema"] == "lockstep.env/1", "env --json parses, with its schema")
@@ -304,18 +417,40 @@ def case_env(lockstep, child, tmp, _):
     check("MPI" in r["mpi"]["library"] and isinstance(r["mpi"]["cuda_aware"], bool), "MPI library, CUDA-awareness")
     check(set(r["cuda"]) >= {"runtime", "driver", "gpus"} and isinstance(r["cuda"]["gpus"], list), "CUDA section")
     check(r["host"]["cpu_cores"] > 0 and r["host"]["ram_bytes"] > 0 and r["host"]["shm_bytes"] > 0, "CPU, RAM, shm")
-    check(r["config"]["settings"]["seed"] == {"value": 11, "source": "environment LOCKSTEP_SEED"},
-          "resolved config with sources")
-    check(r["config"]["settings"]["staging_chunk_bytes"] ==
-          {"value": 65536, "source": "environment LOCKSTEP_STAGING_CHUNK_BYTES"}, "every setting in the JSON")
-    check(r["config"]["settings"]["watchdog_host"]["value"] is None and "cuda_aware" in r["config"]["settings"],
-          "unset settings are null")
-    check(all(k in r["environment"] for k in ("LOCKSTEP_SEED", "SLURM_JOB_ID", "PMIX_TEST", "OMPI_TEST")),
-          "LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables")
+    check(
+        r["config"]["settings"]["seed"] == {"value": 11, "source": "environment LOCKSTEP_SEED"},
+        "resolved config with sources",
+    )
+    check(
+        r["config"]["settings"]["staging_chunk_bytes"]
+        == {"value": 65536, "source": "environment LOCKSTEP_STAGING_CHUNK_BYTES"},
+        "every setting in the JSON",
+    )
+    check(
+        r["config"]["settings"]["watchdog_host"]["value"] is None and "cuda_aware" in r["config"]["settings"],
+        "unset settings are null",
+    )
+    check(
+        all(k in r["environment"] for k in ("LOCKSTEP_SEED", "SLURM_JOB_ID", "PMIX_TEST", "OMPI_TEST")),
+        "LOCKSTEP_*, OMPI_*, PMI*, SLURM_* variables",
+    )
     check("HOME" not in r["environment"], "other variables are left out")
     p = run([lockstep, "env"], env)
-    for field in ("lockstep:", "Kernel:", "Compiler:", "MPI library:", "MPI CUDA-aware:", "CUDA runtime:",
-                  "CUDA driver:", "GPUs:", "CPU:", "RAM:", "/dev/shm:", "### Config", "LOCKSTEP_SEED=11"):
+    for field in (
+        "lockstep:",
+        "Kernel:",
+        "Compiler:",
+        "MPI library:",
+        "MPI CUDA-aware:",
+        "CUDA runtime:",
+        "CUDA driver:",
+        "GPUs:",
+        "CPU:",
+        "RAM:",
+        "/dev/shm:",
+        "### Config",
+        "LOCKSTEP_SEED=11",
+    ):
         check(field in p.stdout, f"Markdown report has {field}")
     check("\033[" not in p.stdout, "no colour when stdout is not a terminal")
 
@@ -327,44 +462,91 @@ def case_env_all_ranks(lockstep, child, tmp, np):
     check([x["identity"]["rank"] for x in r["ranks"]] == list(range(int(np))), "reports in rank order")
     check(all(d["expected"] for d in r["differences"]), "ranks of one machine differ only in per-rank fields")
     p = run([lockstep, "launch", "-n", np, "--", lockstep, "env", "--all-ranks"])
-    check(p.returncode == 0 and "## Differences between ranks" in p.stdout and "None" in p.stdout,
-          "Markdown: the differences section says none")
+    check(
+        p.returncode == 0 and "## Differences between ranks" in p.stdout and "None" in p.stdout,
+        "Markdown: the differences section says none",
+    )
     if np != "2":
         return
+
     # Two ranks with the variables a Slurm node gives (MPMD: each rank its own environment). Per-node values may
     # differ; a job-wide one may not. (The PMIx server's own variables cannot be changed here: MPI_Init reads them.)
     def mpmd(job_name_0, job_name_1):
         ranks = []
         for node, gtids, job_name in (("n1", "0", job_name_0), ("n2", "1", job_name_1)):
-            ranks += [":", "-n", "1", "env", f"SLURMD_NODENAME={node}", f"SLURM_GTIDS={gtids}",
-                      f"SLURM_TOPOLOGY_ADDR={node}", f"SLURM_JOB_NAME={job_name}", lockstep, "env", "--all-ranks",
-                      "--json"]
+            ranks += [
+                ":",
+                "-n",
+                "1",
+                "env",
+                f"SLURMD_NODENAME={node}",
+                f"SLURM_GTIDS={gtids}",
+                f"SLURM_TOPOLOGY_ADDR={node}",
+                f"SLURM_JOB_NAME={job_name}",
+                lockstep,
+                "env",
+                "--all-ranks",
+                "--json",
+            ]
         return run(["mpirun"] + ranks[1:])
+
     p = mpmd("train", "train")
     r = json.loads(p.stdout)
     scopes = {d["path"]: d["scope"] for d in r["differences"]}
     check(p.returncode == 0, "per-node values that differ are no problem (exit 0)")
-    check(scopes.get("environment.SLURMD_NODENAME") == "node" and scopes.get("environment.SLURM_GTIDS") == "node" and
-          scopes.get("environment.SLURM_TOPOLOGY_ADDR") == "node", f"they are per-node fields: {scopes}")
+    check(
+        scopes.get("environment.SLURMD_NODENAME") == "node"
+        and scopes.get("environment.SLURM_GTIDS") == "node"
+        and scopes.get("environment.SLURM_TOPOLOGY_ADDR") == "node",
+        f"they are per-node fields: {scopes}",
+    )
     check(all(d["expected"] == (d["scope"] != "job") for d in r["differences"]), "expected means not job-wide")
     p = mpmd("train", "other")
     r = json.loads(p.stdout)
     scopes = {d["path"]: d["scope"] for d in r["differences"]}
-    check(p.returncode == 1 and scopes.get("environment.SLURM_JOB_NAME") == "job",
-          "a job-wide value that differs is a problem (exit 1)")
-    p = run(["mpirun"] + ["-n", "1", "env", "SLURMD_NODENAME=n1", "SLURM_JOB_NAME=a", lockstep, "env", "--all-ranks",
-                          ":", "-n", "1", "env", "SLURMD_NODENAME=n2", "SLURM_JOB_NAME=b", lockstep, "env",
-                          "--all-ranks"])
-    check(p.returncode == 1 and "## Per-node fields" in p.stdout and "**environment.SLURM_JOB_NAME**" in p.stdout,
-          "Markdown: the job-wide difference is listed apart from the per-node fields")
+    check(
+        p.returncode == 1 and scopes.get("environment.SLURM_JOB_NAME") == "job",
+        "a job-wide value that differs is a problem (exit 1)",
+    )
+    p = run(
+        ["mpirun"]
+        + [
+            "-n",
+            "1",
+            "env",
+            "SLURMD_NODENAME=n1",
+            "SLURM_JOB_NAME=a",
+            lockstep,
+            "env",
+            "--all-ranks",
+            ":",
+            "-n",
+            "1",
+            "env",
+            "SLURMD_NODENAME=n2",
+            "SLURM_JOB_NAME=b",
+            lockstep,
+            "env",
+            "--all-ranks",
+        ]
+    )
+    check(
+        p.returncode == 1 and "## Per-node fields" in p.stdout and "**environment.SLURM_JOB_NAME**" in p.stdout,
+        "Markdown: the job-wide difference is listed apart from the per-node fields",
+    )
 
 
 def case_hints(lockstep, child, tmp, _):
     env = without_slurm(os.environ.copy())
     # The program is looked up before any launcher starts: a shell's exit statuses, one line, no launcher banner.
     p = run([lockstep, "launch", "--", "./lockstep-no-such-program"], env)
-    check(p.returncode == 127 and "'./lockstep-no-such-program' does not exist" in p.stderr and
-          "Open MPI" not in p.stderr and "mpirun" not in p.stderr, "a missing program: exit 127, named, nothing started")
+    check(
+        p.returncode == 127
+        and "'./lockstep-no-such-program' does not exist" in p.stderr
+        and "Open MPI" not in p.stderr
+        and "mpirun" not in p.stderr,
+        "a missing program: exit 127, named, nothing started",
+    )
     p = run([lockstep, "launch", "-n", "2", "lockstep-no-such-program"], env)
     check(p.returncode == 127 and "not found on PATH" in p.stderr, "a name not on PATH: exit 127")
     plain = write(os.path.join(tmp, "plain.sh"), "#!/bin/sh\nexit 0\n")
@@ -379,12 +561,17 @@ def case_hints(lockstep, child, tmp, _):
     strict = {k: v for k, v in env.items() if k != "OMPI_MCA_rmaps_base_oversubscribe"}
     many = str((os.cpu_count() or 1) + 1)
     p = run([lockstep, "launch", "-n", many, "--", child], strict)
-    check(p.returncode != 0 and "lockstep launch: there are fewer slots than the " + many in p.stderr and
-          "--oversubscribe" in p.stderr.splitlines()[-1], f"-n {many} on {os.cpu_count()} cores: the hint names "
-          "--oversubscribe")
+    check(
+        p.returncode != 0
+        and "lockstep launch: there are fewer slots than the " + many in p.stderr
+        and "--oversubscribe" in p.stderr.splitlines()[-1],
+        f"-n {many} on {os.cpu_count()} cores: the hint names " "--oversubscribe",
+    )
     hostfile = write(os.path.join(tmp, "one-slot"), "localhost slots=1\n")
     p = run([lockstep, "launch", "-n", "2", "--hostfile", hostfile, "--", child], strict)
-    check(p.returncode != 0 and "fewer slots than the 2 processes" in p.stderr, "a hostfile's slots=1 and -n 2: the hint")
+    check(
+        p.returncode != 0 and "fewer slots than the 2 processes" in p.stderr, "a hostfile's slots=1 and -n 2: the hint"
+    )
     p = run([lockstep, "launch", "-n", "2", "--hostfile", hostfile, "--oversubscribe", "--", child], strict)
     check(p.returncode == 0 and len(child_lines(p.stdout)) == 2, "--oversubscribe starts 2 ranks on one slot")
     p = run([lockstep, "launch", "-n", "1", "--", child, "--exit", "4"], strict)

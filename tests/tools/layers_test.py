@@ -33,8 +33,12 @@ expect(r.returncode == 0, f"check-layers passes on the tree (exit {r.returncode}
 with tempfile.TemporaryDirectory() as tmp:
     for top in ("base", "runtime", "kernels", "logging", "collectives", "bindings", "tools"):
         if os.path.isdir(os.path.join(source_root, top)):
-            shutil.copytree(os.path.join(source_root, top), os.path.join(tmp, top),
-                            ignore=shutil.ignore_patterns("build*", "*.png", "*.abi"), symlinks=True)
+            shutil.copytree(
+                os.path.join(source_root, top),
+                os.path.join(tmp, top),
+                ignore=shutil.ignore_patterns("build*", "*.png", "*.abi"),
+                symlinks=True,
+            )
     planted = {
         "runtime/tensor.cpp": "#include <lockstep/communicator.hpp>\n",
         "kernels/dispatch.cpp": '#include "../logging/lockstep/logging.hpp"\n',
@@ -59,9 +63,13 @@ with tempfile.TemporaryDirectory() as tmp:
 # 3. The build's include roots: what each layer's compilation can see.
 def visible(layer, header):
     source = f"#if !__has_include(<lockstep/{header}>)\n#error not visible\n#endif\n"
-    r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-x", "c++", "-",
-                        "-I", os.path.join(build_root, "layers", layer)],
-                       input=source, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [compiler, "-std=c++20", "-fsyntax-only", "-x", "c++", "-", "-I", os.path.join(build_root, "layers", layer)],
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return r.returncode == 0
 
 

@@ -42,8 +42,16 @@ def main() -> int:
         libs = glob.glob(os.path.join(dest, "**", "liblockstep.so.0"), recursive=True)
         umbrella = glob.glob(os.path.join(dest, "**", "include", "lockstep.hpp"), recursive=True)
         tensor_h = glob.glob(os.path.join(dest, "**", "include", "lockstep", "tensor.hpp"), recursive=True)
-        missing = [n for n, found in (("lockstep.pc", pcs), ("liblockstep.so.0", libs), ("lockstep.hpp", umbrella),
-                                      ("lockstep/tensor.hpp", tensor_h)) if not found]
+        missing = [
+            n
+            for n, found in (
+                ("lockstep.pc", pcs),
+                ("liblockstep.so.0", libs),
+                ("lockstep.hpp", umbrella),
+                ("lockstep/tensor.hpp", tensor_h),
+            )
+            if not found
+        ]
         if missing:
             print("FAIL: not installed:", ", ".join(missing))
             return 1
@@ -64,7 +72,7 @@ def main() -> int:
                 problems.append(f"include/{rel} includes Eigen")
             for quoted in re.findall(r'#\s*include\s*"([^"]+)"', text):
                 if not os.path.isfile(os.path.join(os.path.dirname(path), quoted)):
-                    problems.append(f"include/{rel} includes \"{quoted}\", a header that is not installed")
+                    problems.append(f'include/{rel} includes "{quoted}", a header that is not installed')
         # Relocate the .pc file into the scratch tree: only its own prefix line changes.
         relocated = os.path.join(dest, "pkgconfig")
         os.makedirs(relocated)
@@ -74,8 +82,13 @@ def main() -> int:
         with open(os.path.join(relocated, "lockstep.pc"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         env = dict(os.environ, PKG_CONFIG_PATH=relocated)
-        requires = subprocess.run(["pkg-config", "--print-requires", "--print-requires-private", "lockstep"], env=env,
-                                  check=True, capture_output=True, text=True).stdout.split()
+        requires = subprocess.run(
+            ["pkg-config", "--print-requires", "--print-requires-private", "lockstep"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         if any("eigen" in r.lower() for r in requires):
             problems.append(f"lockstep.pc passes Eigen on: requires {requires}")
         if mpi_pc and mpi_pc not in requires:
@@ -85,8 +98,9 @@ def main() -> int:
                 print("FAIL:", p)
             return 1
         print(f"ok:   installed headers are the public ones only; lockstep.pc requires {' '.join(requires)}")
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "lockstep"], env=env,
-                               check=True, capture_output=True, text=True).stdout.split()
+        flags = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "lockstep"], env=env, check=True, capture_output=True, text=True
+        ).stdout.split()
         source = os.path.join(dest, "user.cpp")
         with open(source, "w", encoding="utf-8") as f:
             f.write(PROGRAM)
@@ -98,8 +112,9 @@ def main() -> int:
             print("FAIL: compiling against the installed lockstep:", " ".join(compile_cmd))
             print(result.stderr[-4000:])
             return 1
-        out = subprocess.run([exe], check=True, capture_output=True, text=True,
-                             env=dict(os.environ, LOCKSTEP_CONFIG_FILE="")).stdout.strip()
+        out = subprocess.run(
+            [exe], check=True, capture_output=True, text=True, env=dict(os.environ, LOCKSTEP_CONFIG_FILE="")
+        ).stdout.strip()
         expected = "float32[2, 3] cpu 12 ShapeError"
         print(("ok:   " if out == expected else "FAIL: ") + f"the program prints '{out}' (expected '{expected}')")
         if out != expected:
@@ -136,15 +151,27 @@ def check_c_interface(dest: str, relocated: str) -> int:
     with open(os.path.join(relocated, "lockstep-c.pc"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     env = dict(os.environ, PKG_CONFIG_PATH=relocated)
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "lockstep-c"], env=env, check=True,
-                           capture_output=True, text=True).stdout.split()
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "lockstep-c"], env=env, check=True, capture_output=True, text=True
+    ).stdout.split()
     source = os.path.join(dest, "user.c")
     with open(source, "w", encoding="utf-8") as f:
         f.write(C_PROGRAM)
     exe = os.path.join(dest, "user_c")
     libdir = os.path.dirname(libs[0])
-    cmd = ["gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", source, "-o", exe, *flags,
-           f"-Wl,-rpath,{libdir}"]
+    cmd = [
+        "gcc",
+        "-std=c99",
+        "-Wall",
+        "-Wextra",
+        "-pedantic",
+        "-Werror",
+        source,
+        "-o",
+        exe,
+        *flags,
+        f"-Wl,-rpath,{libdir}",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         print("FAIL: compiling a C99 program against the installed lockstep-c:", " ".join(cmd))
@@ -152,8 +179,13 @@ def check_c_interface(dest: str, relocated: str) -> int:
         return 1
     # The executable's runpath does not reach liblockstep_c's own dependency (liblockstep.so.0, installed beside it,
     # where the system's loader finds both after ldconfig): the loader path stands in for that here.
-    out = subprocess.run([exe], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, LOCKSTEP_CONFIG_FILE="", LD_LIBRARY_PATH=libdir)).stdout.strip()
+    out = subprocess.run(
+        [exe],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, LOCKSTEP_CONFIG_FILE="", LD_LIBRARY_PATH=libdir),
+    ).stdout.strip()
     expected = "1 LOCKSTEP_ERROR_DTYPE"
     print(("ok:   " if out == expected else "FAIL: ") + f"the C program prints '{out}' (expected '{expected}')")
     return 0 if out == expected else 1

@@ -24,8 +24,10 @@ def run(args, env=None):
 
 needed = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True, check=True, timeout=60).stdout
 needed = [line for line in needed.splitlines() if "(NEEDED)" in line]
-expect(needed and not any("libmpi" in line or "liblockstep" in line for line in needed),
-       "the lockstep program needs neither libmpi nor liblockstep:\n" + "\n".join(needed))
+expect(
+    needed and not any("libmpi" in line or "liblockstep" in line for line in needed),
+    "the lockstep program needs neither libmpi nor liblockstep:\n" + "\n".join(needed),
+)
 
 r = run(["config", "--help"])
 expect(r.returncode == 0 and "config" in r.stdout, f"config loads from the module (exit {r.returncode}) {r.stderr}")
@@ -40,16 +42,23 @@ with tempfile.TemporaryDirectory() as broken:
     expect(r.stderr == "", f"hostcheck says nothing of the runtime: {r.stderr!r}")
     # A real check of this machine, which needs no ssh: a JSON report, whatever it finds.
     r = run(["hostcheck", "--json", "--skip", "probe,mpirun", "-w", "localhost"], env)
-    expect(r.returncode in (0, 1) and r.stdout.lstrip().startswith("{") and "libmpi" not in r.stderr,
-           f"hostcheck checks a host with libmpi broken (exit {r.returncode}): {r.stdout[:200]!r} {r.stderr!r}")
+    expect(
+        r.returncode in (0, 1) and r.stdout.lstrip().startswith("{") and "libmpi" not in r.stderr,
+        f"hostcheck checks a host with libmpi broken (exit {r.returncode}): {r.stdout[:200]!r} {r.stderr!r}",
+    )
     r = run(["config"], env)
     expect(r.returncode == 1, f"config with libmpi broken exits 1 (exit {r.returncode})")
-    expect("lockstep config: needs the lockstep runtime, which could not be loaded" in r.stderr
-           and "libmpi.so.40" in r.stderr and "lockstep hostcheck" in r.stderr,
-           f"config says the runtime could not load, why, and what still works: {r.stderr!r}")
+    expect(
+        "lockstep config: needs the lockstep runtime, which could not be loaded" in r.stderr
+        and "libmpi.so.40" in r.stderr
+        and "lockstep hostcheck" in r.stderr,
+        f"config says the runtime could not load, why, and what still works: {r.stderr!r}",
+    )
     r = run(["--help"], env)
-    expect(r.returncode == 0 and "hostcheck" in r.stdout and "unavailable" in r.stderr,
-           f"--help lists what there is and says what is unavailable (exit {r.returncode}) {r.stderr!r}")
+    expect(
+        r.returncode == 0 and "hostcheck" in r.stdout and "unavailable" in r.stderr,
+        f"--help lists what there is and says what is unavailable (exit {r.returncode}) {r.stderr!r}",
+    )
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -35,9 +35,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         plain, asan, empty = (os.path.join(tmp, n) for n in ("plain.json", "asan.json", "empty.json"))
         noisy = "\n".join(f"ok:   check {i}" for i in range(50))
-        write_log(plain, [("a", "OK", "fine"), ("b", "SKIP", ""),
-                          ("c", "FAIL", noisy + "\nFAIL: the allreduce is right\n$ salloc x -> 1\nlast words\n"),
-                          ("d", "TIMEOUT", "waiting\n")])
+        write_log(
+            plain,
+            [
+                ("a", "OK", "fine"),
+                ("b", "SKIP", ""),
+                ("c", "FAIL", noisy + "\nFAIL: the allreduce is right\n$ salloc x -> 1\nlast words\n"),
+                ("d", "TIMEOUT", "waiting\n"),
+            ],
+        )
         write_log(asan, [("e", "OK", "==1==ERROR\nSUMMARY: AddressSanitizer: heap-use-after-free\n")])
         open(empty, "w").close()
 
@@ -48,9 +54,11 @@ def main():
         check("FAILED: d (TIMEOUT)" in lines, "a timeout is a failure")
         why = lines.index("--- why c failed:") if "--- why c failed:" in lines else -1
         check(why >= 0, "a failed test's output is digested")
-        block = lines[why + 1:lines.index("--- why d failed:")] if why >= 0 and "--- why d failed:" in lines else []
+        block = lines[why + 1 : lines.index("--- why d failed:")] if why >= 0 and "--- why d failed:" in lines else []
         check(block[:1] == ["  FAIL: the allreduce is right"], f"the check's own FAIL line comes first ({block[:1]})")
-        check("  last words" in block and len(block) <= 20, f"the last lines follow, and no more than 20 ({len(block)})")
+        check(
+            "  last words" in block and len(block) <= 20, f"the last lines follow, and no more than 20 ({len(block)})"
+        )
         check(lines.index("FAILED: c (FAIL)") > why, "the digest comes before the FAILED lines and the summary")
 
         rc, lines = summarise(script, empty, os.path.join(tmp, "missing.json"))
@@ -58,8 +66,10 @@ def main():
 
         write_log(plain, [("a", "OK", ""), ("b", "EXPECTEDFAIL", "")])
         rc, lines = summarise(script, plain)
-        check(rc == 0 and lines[-1] == "2 passed, 0 failed, 0 skipped" and not any("why" in l for l in lines),
-              "all passing: exit 0 and no digest")
+        check(
+            rc == 0 and lines[-1] == "2 passed, 0 failed, 0 skipped" and not any("why" in line for line in lines),
+            "all passing: exit 0 and no digest",
+        )
     print(f"{len(FAILURES)} failed" if FAILURES else "all checks passed")
     return 1 if FAILURES else 0
 

@@ -310,14 +310,16 @@ HostfileLine parse_line(const Words& w, HostfileFormat format, const std::string
 }
 
 // The other lines naming a host, the first few of them: a host named on every line of a long file would otherwise
-// make every line's summary list every other line (quadratic in the file).
+// make every line's summary list every other line (quadratic in the file). `lines` is in ascending order (as
+// interpret collects them), so the work is the same for every line whatever the number of lines: the first few
+// entries, and a binary search for `except`.
 std::string join_lines(const std::vector<int>& lines, int except) {
     constexpr std::size_t shown = 8;
     std::vector<int> others;
-    for (const int l : lines) {
-        if (l != except && others.size() < shown) others.push_back(l);
+    for (auto it = lines.begin(); it != lines.end() && others.size() < shown; ++it) {
+        if (*it != except) others.push_back(*it);
     }
-    const std::size_t all_others = lines.size() - (std::find(lines.begin(), lines.end(), except) != lines.end());
+    const std::size_t all_others = lines.size() - (std::binary_search(lines.begin(), lines.end(), except) ? 1 : 0);
     if (all_others <= shown) return fmt::format("{}", fmt::join(others, ", "));
     return fmt::format("{} and {} more", fmt::join(others, ", "), all_others - shown);
 }

@@ -1,8 +1,8 @@
 """lockstep: an MPI-native distributed runtime, from Python.
 
 The package is a thin layer over the extension module `lockstep._lockstep`, which binds lockstep's stable C interface
-(lockstep.h, liblockstep_c.so.1). Collectives work in place on the caller's memory: numpy arrays and other buffer-protocol
-objects are wrapped without a copy, DLPack producers (torch, cupy, jax, numpy) are imported without one.
+(lockstep.h, liblockstep_c.so.1). Collectives work in place on the caller's memory: numpy arrays and other
+buffer-protocol objects are wrapped without a copy, DLPack producers (torch, cupy, jax, numpy) are imported without one.
 
     import numpy as np, lockstep
     comm = lockstep.Communicator.world()

@@ -71,24 +71,36 @@ def _lockstep_op(op, tensor, call):
         return table[name]
     if name == "AVG":
         raise lockstep.UnsupportedError(
-            f"lockstep backend: {call} with ReduceOp.AVG on a bool tensor is not supported; cast to a float dtype")
+            f"lockstep backend: {call} with ReduceOp.AVG on a bool tensor is not supported; cast to a float dtype"
+        )
     instead = _INSTEAD.get(name, "ReduceOp.SUM, PRODUCT, MIN, MAX or AVG")
     raise lockstep.UnsupportedError(
         f"lockstep backend: {call} with ReduceOp.{name} is not supported (lockstep reduces with sum, prod, min, max "
-        f"and mean); use {instead}, or a gloo group (dist.new_group(backend='gloo')) for this call")
+        f"and mean); use {instead}, or a gloo group (dist.new_group(backend='gloo')) for this call"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ tensors
 
-_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-           torch.int64, torch.bool}
+_DTYPES = {
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+}
 
 
 def _check_dtype(tensor, call):
     if tensor.dtype not in _DTYPES:
         raise lockstep.DTypeError(
             f"lockstep backend: {call} on a {tensor.dtype} tensor: lockstep carries float32, float64, float16, "
-            f"bfloat16, int8, uint8, int32, int64 and bool; cast it (int16 to int32, complex with torch.view_as_real)")
+            f"bfloat16, int8, uint8, int32, int64 and bool; cast it (int16 to int32, complex with torch.view_as_real)"
+        )
 
 
 def _dl(tensor):
@@ -127,7 +139,8 @@ def _single(tensors, call):
     if len(tensors) != 1:
         raise lockstep.UnsupportedError(
             f"lockstep backend: {call} takes one tensor per process (got {len(tensors)}); one process driving several "
-            f"devices is not supported: run one process per device")
+            f"devices is not supported: run one process per device"
+        )
     return tensors[0]
 
 
@@ -136,17 +149,22 @@ def _same_layout(tensors, like, call):
     need (torch checks neither)."""
     for tensor in tensors:
         if tensor.dtype != like.dtype:
-            raise lockstep.DTypeError(f"lockstep backend: {call}: a {tensor.dtype} tensor where {like.dtype} is "
-                                      f"expected; every tensor of the call has one dtype")
+            raise lockstep.DTypeError(
+                f"lockstep backend: {call}: a {tensor.dtype} tensor where {like.dtype} is "
+                f"expected; every tensor of the call has one dtype"
+            )
         if tensor.numel() != like.numel():
-            raise lockstep.ShapeError(f"lockstep backend: {call}: a tensor of shape {list(tensor.shape)} where "
-                                      f"{like.numel()} elements (shape {list(like.shape)}) are expected")
+            raise lockstep.ShapeError(
+                f"lockstep backend: {call}: a tensor of shape {list(tensor.shape)} where "
+                f"{like.numel()} elements (shape {list(like.shape)}) are expected"
+            )
 
 
 def _count(tensors, size, call):
     if len(tensors) != size:
-        raise lockstep.ShapeError(f"lockstep backend: {call} needs one tensor per rank of the group ({size}), "
-                                  f"got {len(tensors)}")
+        raise lockstep.ShapeError(
+            f"lockstep backend: {call} needs one tensor per rank of the group ({size}), " f"got {len(tensors)}"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ work
@@ -217,10 +235,14 @@ def _joined(kind):
             try:
                 return method(self, *args, **kwargs)
             except Exception as error:
-                if (lockstep._lockstep._calls_entered() == entered and not self.comm.freed
-                        and not lockstep._lockstep.is_finalized()):
-                    self.comm._reject(kind, -1, f"lockstep backend: {method.__name__}: {type(error).__name__}: "
-                                                f"{error}")
+                if (
+                    lockstep._lockstep._calls_entered() == entered
+                    and not self.comm.freed
+                    and not lockstep._lockstep.is_finalized()
+                ):
+                    self.comm._reject(
+                        kind, -1, f"lockstep backend: {method.__name__}: {type(error).__name__}: " f"{error}"
+                    )
                 raise
 
         return call
@@ -263,14 +285,16 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _check_dtype(first, "allreduce_coalesced")
         for tensor in tensors:
             if tensor.dtype != first.dtype:
-                raise lockstep.DTypeError("lockstep backend: allreduce_coalesced needs tensors of one dtype, got "
-                                          f"{first.dtype} and {tensor.dtype}")
+                raise lockstep.DTypeError(
+                    "lockstep backend: allreduce_coalesced needs tensors of one dtype, got "
+                    f"{first.dtype} and {tensor.dtype}"
+                )
         op = _lockstep_op(opts, first, "allreduce_coalesced")
         flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
         self.comm.allreduce(_dl(flat), op=op, tag="torch allreduce_coalesced")
         offset = 0
         for tensor in tensors:
-            tensor.copy_(flat[offset:offset + tensor.numel()].view(tensor.shape))
+            tensor.copy_(flat[offset : offset + tensor.numel()].view(tensor.shape))
             offset += tensor.numel()
         return _completed(list(tensors))
 
@@ -282,7 +306,8 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             root, reduce_op = (opts.rootRank, opts.reduceOp) if opts is not None else (0, None)
             if opts is not None and opts.rootTensor != 0:
                 raise lockstep.UnsupportedError(
-                    "lockstep backend: reduce with rootTensor != 0 (one tensor per process)")
+                    "lockstep backend: reduce with rootTensor != 0 (one tensor per process)"
+                )
         tensor = _single(tensors, "reduce")
         _check_dtype(tensor, "reduce")
         lockstep_op = _lockstep_op(reduce_op, tensor, "reduce")
@@ -302,10 +327,11 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _same_layout(inputs, output, "reduce_scatter")
         lockstep_op = _lockstep_op(op, output, "reduce_scatter")
         rows = _rows(output)
-        stacked = torch.stack([tensor.reshape(rows.shape) for tensor in inputs]).view(
-            _stacked_shape(rows, self.size()))
-        _in_place(rows, lambda out: self.comm.reduce_scatter(_dl(stacked), out=out, op=lockstep_op,
-                                                             tag="torch reduce_scatter"))
+        stacked = torch.stack([tensor.reshape(rows.shape) for tensor in inputs]).view(_stacked_shape(rows, self.size()))
+        _in_place(
+            rows,
+            lambda out: self.comm.reduce_scatter(_dl(stacked), out=out, op=lockstep_op, tag="torch reduce_scatter"),
+        )
         return _completed([output])
 
     @_joined("reduce_scatter")
@@ -314,12 +340,17 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         if input.dtype != output.dtype or input.numel() != self.size() * output.numel():
             raise lockstep.ShapeError(
                 f"lockstep backend: reduce_scatter_tensor: the input ({input.dtype}, {input.numel()} elements) must be "
-                f"the group's size ({self.size()}) times the output ({output.dtype}, {output.numel()} elements)")
+                f"the group's size ({self.size()}) times the output ({output.dtype}, {output.numel()} elements)"
+            )
         lockstep_op = _lockstep_op(opts, output, "reduce_scatter_tensor")
         rows = _rows(output)
         stacked = _contiguous(input).view(_stacked_shape(rows, self.size()))
-        _in_place(rows, lambda out: self.comm.reduce_scatter(_dl(stacked), out=out, op=lockstep_op,
-                                                             tag="torch reduce_scatter_tensor"))
+        _in_place(
+            rows,
+            lambda out: self.comm.reduce_scatter(
+                _dl(stacked), out=out, op=lockstep_op, tag="torch reduce_scatter_tensor"
+            ),
+        )
         return _completed([output])
 
     # ---------------------------------------------------------------------------------------- one to all, all to one
@@ -332,7 +363,8 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             root = opts.rootRank if opts is not None else 0
             if opts is not None and opts.rootTensor != 0:
                 raise lockstep.UnsupportedError(
-                    "lockstep backend: broadcast with rootTensor != 0 (one tensor per process)")
+                    "lockstep backend: broadcast with rootTensor != 0 (one tensor per process)"
+                )
         tensor = _single(tensors, "broadcast")
         _check_dtype(tensor, "broadcast")
         _in_place(tensor, lambda x: self.comm.broadcast(x, root=root, tag="torch broadcast"))
@@ -374,9 +406,14 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             _count(inputs, self.size(), "scatter")
             _same_layout(inputs, output, "scatter")
             stacked = torch.stack([tensor.reshape(rows.shape) for tensor in inputs]).view(
-                _stacked_shape(rows, self.size()))
-        _in_place(rows, lambda out: self.comm.scatter(None if stacked is None else _dl(stacked), out, root=root,
-                                                      tag="torch scatter"))
+                _stacked_shape(rows, self.size())
+            )
+        _in_place(
+            rows,
+            lambda out: self.comm.scatter(
+                None if stacked is None else _dl(stacked), out, root=root, tag="torch scatter"
+            ),
+        )
         return _completed([output])
 
     # ---------------------------------------------------------------------------------------- all to all
@@ -404,11 +441,13 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         if output.dtype != input.dtype or output.numel() != self.size() * input.numel():
             raise lockstep.ShapeError(
                 f"lockstep backend: all_gather_into_tensor: the output ({output.dtype}, {output.numel()} elements) "
-                f"must be the group's size ({self.size()}) times the input ({input.dtype}, {input.numel()} elements)")
+                f"must be the group's size ({self.size()}) times the input ({input.dtype}, {input.numel()} elements)"
+            )
         rows = _rows(_contiguous(input))
         work = _contiguous(output)
-        self.comm.allgather(_dl(rows), out=_dl(work.view(_stacked_shape(rows, self.size()))),
-                            tag="torch all_gather_into_tensor")
+        self.comm.allgather(
+            _dl(rows), out=_dl(work.view(_stacked_shape(rows, self.size()))), tag="torch all_gather_into_tensor"
+        )
         if work is not output:
             output.copy_(work)
         return _completed([output])
@@ -423,21 +462,25 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _check_dtype(first, "allgather_coalesced")
         for outputs in output_lists:
             if len(outputs) != len(input_list):
-                raise lockstep.ShapeError("lockstep backend: allgather_coalesced needs one output per input on every "
-                                          f"rank ({len(input_list)}), got {len(outputs)}")
+                raise lockstep.ShapeError(
+                    "lockstep backend: allgather_coalesced needs one output per input on every "
+                    f"rank ({len(input_list)}), got {len(outputs)}"
+                )
             for output, tensor in zip(outputs, input_list):
                 _same_layout([output, tensor], tensor, "allgather_coalesced")
         for tensor in input_list:
             if tensor.dtype != first.dtype:
-                raise lockstep.DTypeError("lockstep backend: allgather_coalesced needs tensors of one dtype, got "
-                                          f"{first.dtype} and {tensor.dtype}")
+                raise lockstep.DTypeError(
+                    "lockstep backend: allgather_coalesced needs tensors of one dtype, got "
+                    f"{first.dtype} and {tensor.dtype}"
+                )
         flat = torch.cat([tensor.reshape(-1) for tensor in input_list])
         gathered = torch.empty(self.size() * flat.numel(), dtype=flat.dtype, device=flat.device)
         self.comm.allgather(_dl(flat), out=_dl(gathered), tag="torch allgather_coalesced")
         for outputs, block in zip(output_lists, gathered.view(self.size(), flat.numel())):
             offset = 0
             for output in outputs:
-                output.copy_(block[offset:offset + output.numel()].view(output.shape))
+                output.copy_(block[offset : offset + output.numel()].view(output.shape))
                 offset += output.numel()
         return _completed(output_lists)
 
@@ -450,15 +493,17 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _check_dtype(first, "alltoall")
         for tensor in list(input_tensors) + list(output_tensors):
             if tensor.dtype != first.dtype:
-                raise lockstep.DTypeError(f"lockstep backend: alltoall needs tensors of one dtype, got {first.dtype} "
-                                          f"and {tensor.dtype}")
+                raise lockstep.DTypeError(
+                    f"lockstep backend: alltoall needs tensors of one dtype, got {first.dtype} " f"and {tensor.dtype}"
+                )
         flat_in = torch.cat([tensor.reshape(-1) for tensor in input_tensors])
         flat_out = torch.empty(sum(t.numel() for t in output_tensors), dtype=first.dtype, device=first.device)
-        self._alltoall_rows(flat_out, flat_in, [t.numel() for t in output_tensors],
-                            [t.numel() for t in input_tensors], "alltoall")
+        self._alltoall_rows(
+            flat_out, flat_in, [t.numel() for t in output_tensors], [t.numel() for t in input_tensors], "alltoall"
+        )
         offset = 0
         for output in output_tensors:
-            output.copy_(flat_out[offset:offset + output.numel()].view(output.shape))
+            output.copy_(flat_out[offset : offset + output.numel()].view(output.shape))
             offset += output.numel()
         return _completed(list(output_tensors))
 
@@ -466,17 +511,24 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         _check_dtype(input, "all_to_all_single")
         if output.dtype != input.dtype:
-            raise lockstep.DTypeError(f"lockstep backend: all_to_all_single: output {output.dtype}, input "
-                                      f"{input.dtype}")
+            raise lockstep.DTypeError(
+                f"lockstep backend: all_to_all_single: output {output.dtype}, input " f"{input.dtype}"
+            )
         size = self.size()
         out_rows, in_rows = _rows(output), _rows(input)
         out_splits = list(output_split_sizes) or self._even_splits(out_rows, "output")
         in_splits = list(input_split_sizes) or self._even_splits(in_rows, "input")
-        if len(out_splits) != size or len(in_splits) != size or sum(out_splits) != out_rows.shape[0] or \
-                sum(in_splits) != in_rows.shape[0] or out_rows.shape[1:] != in_rows.shape[1:]:
+        if (
+            len(out_splits) != size
+            or len(in_splits) != size
+            or sum(out_splits) != out_rows.shape[0]
+            or sum(in_splits) != in_rows.shape[0]
+            or out_rows.shape[1:] != in_rows.shape[1:]
+        ):
             raise lockstep.ShapeError(
                 f"lockstep backend: all_to_all_single: splits {in_splits} -> {out_splits} do not fit input "
-                f"{list(input.shape)} and output {list(output.shape)} in a group of {size}")
+                f"{list(input.shape)} and output {list(output.shape)} in a group of {size}"
+            )
         work = _contiguous(out_rows)
         self._alltoall_rows(work, _contiguous(in_rows), out_splits, in_splits, "all_to_all_single")
         if work is not out_rows:
@@ -485,9 +537,11 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
 
     def _even_splits(self, rows, what):
         if rows.shape[0] % self.size():
-            raise lockstep.ShapeError(f"lockstep backend: all_to_all_single without split sizes: the {what}'s first "
-                                      f"dimension ({rows.shape[0]}) is not a multiple of the group's size "
-                                      f"({self.size()})")
+            raise lockstep.ShapeError(
+                f"lockstep backend: all_to_all_single without split sizes: the {what}'s first "
+                f"dimension ({rows.shape[0]}) is not a multiple of the group's size "
+                f"({self.size()})"
+            )
         return [rows.shape[0] // self.size()] * self.size()
 
     def _alltoall_rows(self, output, input, out_splits, in_splits, call):
@@ -509,7 +563,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             padded_in = torch.zeros((size * block,) + rest, dtype=input.dtype, device=input.device)
             offset = 0
             for j, rows in enumerate(in_splits):
-                padded_in[j * block:j * block + rows] = input[offset:offset + rows]
+                padded_in[j * block : j * block + rows] = input[offset : offset + rows]
                 offset += rows
         if out_splits == [block] * size:
             self.comm.alltoall(_dl(padded_in), out=_dl(output), tag=f"torch {call}")
@@ -518,7 +572,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         self.comm.alltoall(_dl(padded_in), out=_dl(padded_out), tag=f"torch {call}")
         offset = 0
         for i, rows in enumerate(out_splits):
-            output[offset:offset + rows] = padded_out[i * block:i * block + rows]
+            output[offset : offset + rows] = padded_out[i * block : i * block + rows]
             offset += rows
 
     # ---------------------------------------------------------------------------------------- point to point
@@ -563,7 +617,8 @@ def _world_ranks(store, group_rank, group_size):
     if len(set(ranks)) != group_size:
         raise lockstep.InvalidUsageError(
             f"lockstep backend: the torch group's processes are not distinct lockstep ranks (world ranks {ranks}): "
-            f"launch the job with mpirun or srun, one lockstep process per torch rank")
+            f"launch the job with mpirun or srun, one lockstep process per torch rank"
+        )
     return ranks
 
 
@@ -629,7 +684,7 @@ def _rendezvous_store(world, timeout):
         host = _store_host()
         server = dist.TCPStore(host, 0, world.size, True, timeout, wait_for_workers=False)
         text = f"{host}:{server.port}".encode()
-        address[:len(text)] = torch.tensor(list(text), dtype=torch.uint8)
+        address[: len(text)] = torch.tensor(list(text), dtype=torch.uint8)
     world.broadcast(_dl(address), root=0, tag="torch rendezvous address")
     if server is not None:
         return server
@@ -648,7 +703,8 @@ def init_process_group(backend=BACKEND, timeout=None, **kwargs):
         if name in kwargs:
             raise lockstep.InvalidArgumentError(
                 f"lockstep.torch.init_process_group takes {name} from lockstep; call "
-                f"torch.distributed.init_process_group to give your own")
+                f"torch.distributed.init_process_group to give your own"
+            )
     if dist.is_initialized():
         raise lockstep.InvalidUsageError("lockstep.torch.init_process_group: torch.distributed is initialised already")
     timeout = _timedelta(timeout)

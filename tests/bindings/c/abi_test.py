@@ -31,8 +31,9 @@ def main() -> int:
     if "Library soname: [liblockstep_c.so.1]" not in soname:
         fail(f"{library} has no soname liblockstep_c.so.1:\n{soname}")
 
-    out = subprocess.run(["nm", "-D", "--defined-only", "--with-symbol-versions", library], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", "--with-symbol-versions", library], check=True, capture_output=True, text=True
+    ).stdout
     exported = {}
     for line in out.splitlines():
         parts = line.split()
@@ -67,14 +68,20 @@ def main() -> int:
     abidiff = shutil.which("abidiff")
     if abidiff is None:
         fail("abidiff not found: install abigail-tools (tools/install-deps.sh does)")
-    r = subprocess.run([abidiff, "--drop-private-types", "--hd2", str(header_dir), baseline, library],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [abidiff, "--drop-private-types", "--hd2", str(header_dir), baseline, library], capture_output=True, text=True
+    )
     if r.returncode != 0:
-        kind = "an INCOMPATIBLE change" if r.returncode & 8 else (
-            "a compatible change" if r.returncode & 4 else f"an abidiff error (exit {r.returncode})")
-        fail(f"the ABI differs from the baseline {baseline}: {kind}.\n{r.stdout}{r.stderr}\n"
-             "A compatible change (a new entry point) needs the baseline regenerated with "
-             "bindings/c/abi/update.sh; an incompatible one must not ship under soname liblockstep_c.so.1.")
+        kind = (
+            "an INCOMPATIBLE change"
+            if r.returncode & 8
+            else ("a compatible change" if r.returncode & 4 else f"an abidiff error (exit {r.returncode})")
+        )
+        fail(
+            f"the ABI differs from the baseline {baseline}: {kind}.\n{r.stdout}{r.stderr}\n"
+            "A compatible change (a new entry point) needs the baseline regenerated with "
+            "bindings/c/abi/update.sh; an incompatible one must not ship under soname liblockstep_c.so.1."
+        )
     print(f"ABI: identical to {baseline}")
     return 0
 

@@ -19,9 +19,15 @@ class Device(ctypes.Structure):
 
 
 class CallOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("flags", ctypes.c_uint64), ("cuda_stream", ctypes.c_void_p),
-                ("file", ctypes.c_char_p), ("line", ctypes.c_int32), ("function", ctypes.c_char_p),
-                ("tag", ctypes.c_char_p)]
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint64),
+        ("cuda_stream", ctypes.c_void_p),
+        ("file", ctypes.c_char_p),
+        ("line", ctypes.c_int32),
+        ("function", ctypes.c_char_p),
+        ("tag", ctypes.c_char_p),
+    ]
 
 
 def load(path):
@@ -40,8 +46,21 @@ def load(path):
         ("lockstep_comm_rank", status_t, [p, ctypes.POINTER(ctypes.c_int32)]),
         ("lockstep_comm_size", status_t, [p, ctypes.POINTER(ctypes.c_int32)]),
         ("lockstep_comm_free", status_t, [p]),
-        ("lockstep_tensor_wrap", status_t, [p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32, ctypes.c_int32, Device,
-                                            ctypes.c_uint64, p, p, ctypes.POINTER(p)]),
+        (
+            "lockstep_tensor_wrap",
+            status_t,
+            [
+                p,
+                ctypes.POINTER(ctypes.c_int64),
+                ctypes.c_int32,
+                ctypes.c_int32,
+                Device,
+                ctypes.c_uint64,
+                p,
+                p,
+                ctypes.POINTER(p),
+            ],
+        ),
         ("lockstep_tensor_release", status_t, [p]),
         ("lockstep_tensor_data", status_t, [p, ctypes.POINTER(p)]),
         ("lockstep_allreduce", status_t, [p, p, p, ctypes.c_int32, ctypes.POINTER(CallOptions)]),
@@ -79,8 +98,20 @@ def main():
     data = (ctypes.c_double * 4)(*[r + 1.0, 2.0 * r, -1.0, 0.5])
     shape = (ctypes.c_int64 * 1)(4)
     tensor = ctypes.c_void_p()
-    assert lib.lockstep_tensor_wrap(ctypes.cast(data, ctypes.c_void_p), shape, 1, FLOAT64, Device(DEVICE_CPU, 0), 0,
-                                    None, None, ctypes.byref(tensor)) == OK, lib.lockstep_last_error()
+    assert (
+        lib.lockstep_tensor_wrap(
+            ctypes.cast(data, ctypes.c_void_p),
+            shape,
+            1,
+            FLOAT64,
+            Device(DEVICE_CPU, 0),
+            0,
+            None,
+            None,
+            ctypes.byref(tensor),
+        )
+        == OK
+    ), lib.lockstep_last_error()
     pointer = ctypes.c_void_p()
     assert lib.lockstep_tensor_data(tensor, ctypes.byref(pointer)) == OK
     assert pointer.value == ctypes.addressof(data)
@@ -94,8 +125,20 @@ def main():
     ints = (ctypes.c_int32 * 2)(1, 2)
     ro = ctypes.c_void_p()
     shape[0] = 2
-    assert lib.lockstep_tensor_wrap(ctypes.cast(ints, ctypes.c_void_p), shape, 1, INT32, Device(DEVICE_CPU, 0),
-                                    TENSOR_READ_ONLY, None, None, ctypes.byref(ro)) == OK
+    assert (
+        lib.lockstep_tensor_wrap(
+            ctypes.cast(ints, ctypes.c_void_p),
+            shape,
+            1,
+            INT32,
+            Device(DEVICE_CPU, 0),
+            TENSOR_READ_ONLY,
+            None,
+            None,
+            ctypes.byref(ro),
+        )
+        == OK
+    )
     status = lib.lockstep_allreduce(comm, ro, ro, SUM, None)
     assert status == READ_ONLY, (status, lib.lockstep_last_error())
     assert lib.lockstep_status_string(status) == b"LOCKSTEP_ERROR_READ_ONLY"

@@ -18,8 +18,16 @@ NAME = "cuda"
 
 
 def check_in_place(comm, r, n, device):
-    for dtype in [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8,
-                  torch.int8]:
+    for dtype in [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.int8,
+    ]:
         x = (torch.arange(1000, device=device) % 5 + r).to(dtype)
         expected = sum((torch.arange(1000) % 5 + q) for q in range(n)).to(dtype)
         before = x.data_ptr()
@@ -95,11 +103,11 @@ def check_collectives(comm, r, n, device):
     big = (torch.arange(n * k, dtype=torch.float32) + 100 * r).to(device)
     part = torch.empty(k, device=device)
     comm.reduce_scatter(big, out=part)
-    expected = sum(torch.arange(n * k, dtype=torch.float32) + 100 * q for q in range(n))[r * k:(r + 1) * k]
+    expected = sum(torch.arange(n * k, dtype=torch.float32) + 100 * q for q in range(n))[r * k : (r + 1) * k]
     assert torch.equal(part.cpu(), expected), part
     swapped = torch.empty(n * k, device=device)
     comm.alltoall(big, out=swapped)
-    expected = torch.cat([(torch.arange(n * k, dtype=torch.float32) + 100 * q)[r * k:(r + 1) * k] for q in range(n)])
+    expected = torch.cat([(torch.arange(n * k, dtype=torch.float32) + 100 * q)[r * k : (r + 1) * k] for q in range(n)])
     assert torch.equal(swapped.cpu(), expected), swapped
     reduced = torch.empty(k, device=device)
     comm.reduce(mine.to(device), root=0, op="sum", out=reduced if r == 0 else None)

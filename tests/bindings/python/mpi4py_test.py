@@ -159,9 +159,14 @@ def mpi4py_finalize():
     return r, n
 
 
-MODES = {"interop": interop, "lockstep-first": lockstep_first, "mpi4py-first": mpi4py_first,
-         "lockstep-finalize": lockstep_finalize, "mpi4py-first-lockstep-finalize": mpi4py_first_lockstep_finalize,
-         "mpi4py-finalize": mpi4py_finalize}
+MODES = {
+    "interop": interop,
+    "lockstep-first": lockstep_first,
+    "mpi4py-first": mpi4py_first,
+    "lockstep-finalize": lockstep_finalize,
+    "mpi4py-first-lockstep-finalize": mpi4py_first_lockstep_finalize,
+    "mpi4py-finalize": mpi4py_finalize,
+}
 
 if __name__ == "__main__":
     mode = sys.argv[1]

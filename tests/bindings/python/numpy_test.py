@@ -110,7 +110,7 @@ def check_every_collective(comm, r, n):
     base = np.array([1.0, 2.0, -3.0]) * (r + 1)
     for op, expected in [
         ("sum", np.array([1.0, 2.0, -3.0]) * n * (n + 1) / 2),
-        ("prod", np.array([1.0, 2.0 ** n, (-3.0) ** n]) * float(np.prod(np.arange(1, n + 1)))),
+        ("prod", np.array([1.0, 2.0**n, (-3.0) ** n]) * float(np.prod(np.arange(1, n + 1)))),
         ("max", np.array([n, 2.0 * n, -3.0])),
         ("min", np.array([1.0, 2.0, -3.0 * n])),
         ("mean", np.array([1.0, 2.0, -3.0]) * (n + 1) / 2),
@@ -288,6 +288,7 @@ def check_errors(comm, r, n):
     # The call site the binding computes is the caller's own frame.
     site = lockstep._lockstep._caller_site()
     assert site[0] == __file__ and site[1] == caller_line() - 1 and site[2] == "check_errors", site
+
     # Places are remembered per code object and instruction: two lines of one function taken in turn keep their own
     # lines, and so do more functions (of other files) than the binding keeps places for.
     def two_places(first):
@@ -300,7 +301,9 @@ def check_errors(comm, r, n):
         assert site[0] == __file__ and site[1] == line and site[2].endswith("two_places"), (site, line)
     generated = []
     for i in range(150):
-        source = "import lockstep\n" + "\n" * (i % 7) + f"def place_{i}():\n    return lockstep._lockstep._caller_site()\n"
+        source = (
+            "import lockstep\n" + "\n" * (i % 7) + f"def place_{i}():\n    return lockstep._lockstep._caller_site()\n"
+        )
         scope = {}
         exec(compile(source, f"/generated/place_{i}.py", "exec"), scope)
         generated.append((scope[f"place_{i}"], f"/generated/place_{i}.py", 3 + i % 7, f"place_{i}"))
@@ -411,14 +414,30 @@ def check_cache_eviction_within_a_call(comm, r, n):
     others = [np.zeros(i + 5, dtype=np.float32) for i in range(8)]
     rows = np.arange(4 * n, dtype=np.float32) + 100 * r
     cases = [
-        ("allreduce", lambda out: comm.allreduce(x, out=out), np.zeros(4, np.float32),
-         np.full(4, n * (n + 1) / 2, np.float32)),
-        ("allgather", lambda out: comm.allgather(x, out=out), np.zeros(4 * n, np.float32),
-         np.concatenate([np.full(4, q + 1.0, np.float32) for q in range(n)])),
-        ("reduce_scatter", lambda out: comm.reduce_scatter(rows, out=out), np.zeros(4, np.float32),
-         sum(np.arange(4 * n, dtype=np.float32) + 100 * q for q in range(n))[4 * r:4 * r + 4]),
-        ("alltoall", lambda out: comm.alltoall(rows, out=out), np.zeros(4 * n, np.float32),
-         np.concatenate([(np.arange(4 * n, dtype=np.float32) + 100 * q)[4 * r:4 * r + 4] for q in range(n)])),
+        (
+            "allreduce",
+            lambda out: comm.allreduce(x, out=out),
+            np.zeros(4, np.float32),
+            np.full(4, n * (n + 1) / 2, np.float32),
+        ),
+        (
+            "allgather",
+            lambda out: comm.allgather(x, out=out),
+            np.zeros(4 * n, np.float32),
+            np.concatenate([np.full(4, q + 1.0, np.float32) for q in range(n)]),
+        ),
+        (
+            "reduce_scatter",
+            lambda out: comm.reduce_scatter(rows, out=out),
+            np.zeros(4, np.float32),
+            sum(np.arange(4 * n, dtype=np.float32) + 100 * q for q in range(n))[4 * r : 4 * r + 4],
+        ),
+        (
+            "alltoall",
+            lambda out: comm.alltoall(rows, out=out),
+            np.zeros(4 * n, np.float32),
+            np.concatenate([(np.arange(4 * n, dtype=np.float32) + 100 * q)[4 * r : 4 * r + 4] for q in range(n)]),
+        ),
     ]
     for name, call, out, expected in cases:
         for rounds in range(6):  # the input's place among the remembered buffers moves with each round
@@ -441,8 +460,9 @@ def check_uneven_rows_differ(comm, r, n):
     error = expect_raises(lockstep.ShapeError, comm.gather_uneven, np.zeros((1, 2 if r == n - 1 else 3), np.int32))
     text = str(error)
     assert f"Process {n - 1}: int32[1, 2]" in text and "Process 0: int32[1, 3]" in text, text
-    error = expect_raises(lockstep.DTypeError, comm.gather_uneven,
-                          np.zeros((r + 1, 2), np.float64 if r == 0 else np.float32))
+    error = expect_raises(
+        lockstep.DTypeError, comm.gather_uneven, np.zeros((r + 1, 2), np.float64 if r == 0 else np.float32)
+    )
     assert "Process 0: float64[1, 2]" in str(error) and "Process 1: float32[2, 2]" in str(error), str(error)
     # Rows that agree still gather, with a varying first dimension.
     out = comm.gather_uneven(np.full((r + 1, 2), r, np.int32))
@@ -470,9 +490,9 @@ def check_conversion_rejected(comm, r, n):
     last = n - 1
     good = np.ones(4, dtype=np.float32)
     cases = [
-        (np.ones(4, dtype=np.int16), "sum", "format 'h'"),     # int16: no lockstep dtype
+        (np.ones(4, dtype=np.int16), "sum", "format 'h'"),  # int16: no lockstep dtype
         (np.ones(8, dtype=np.float32)[::2], "sum", "contiguous"),  # numpy refuses a C-contiguous buffer
-        (good, "bogus", "bogus"),                             # an op name lockstep lacks
+        (good, "bogus", "bogus"),  # an op name lockstep lacks
     ]
     for bad, op, word in cases:
         x = bad if r == last else good.copy()
@@ -493,10 +513,22 @@ def main():
     comm = lockstep.Communicator.world()
     assert comm is lockstep.Communicator.world()
     r, n = comm.rank, comm.size
-    for check in (check_in_place, check_dlpack_shares, check_read_only, check_bool_float16, check_every_collective,
-                  check_communicators, check_errors, check_gil_released, check_batch_size, check_conversion_rejected,
-                  check_same_memory_other_views, check_cache_eviction_within_a_call, check_uneven_rows_differ,
-                  check_point_to_point_tags):
+    for check in (
+        check_in_place,
+        check_dlpack_shares,
+        check_read_only,
+        check_bool_float16,
+        check_every_collective,
+        check_communicators,
+        check_errors,
+        check_gil_released,
+        check_batch_size,
+        check_conversion_rejected,
+        check_same_memory_other_views,
+        check_cache_eviction_within_a_call,
+        check_uneven_rows_differ,
+        check_point_to_point_tags,
+    ):
         check(comm, r, n)
         comm.barrier()
         if r == 0:

@@ -34,8 +34,9 @@ def main() -> int:
     command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, program] + args
     print("$ " + " ".join(command), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=LIMIT_SECONDS)
     except subprocess.TimeoutExpired:

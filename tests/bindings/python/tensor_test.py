@@ -40,9 +40,16 @@ def capsule_name(capsule):
     return _get_name(capsule).decode()
 
 
-FORMATS = {"float32": ("f", 4, np.float32), "float64": ("d", 8, np.float64), "float16": ("e", 2, np.float16),
-           "int8": ("b", 1, np.int8), "uint8": ("B", 1, np.uint8), "int32": ("i", 4, np.int32),
-           "int64": ("q", 8, np.int64), "bool": ("?", 1, np.bool_)}
+FORMATS = {
+    "float32": ("f", 4, np.float32),
+    "float64": ("d", 8, np.float64),
+    "float16": ("e", 2, np.float16),
+    "int8": ("b", 1, np.int8),
+    "uint8": ("B", 1, np.uint8),
+    "int32": ("i", 4, np.int32),
+    "int64": ("q", 8, np.int64),
+    "bool": ("?", 1, np.bool_),
+}
 
 
 def check_buffer_export():
@@ -195,10 +202,14 @@ def check_dlpack():
     t.numpy()[:] = [[1, 2], [3, 4]]
     assert t.__dlpack_device__() == (1, 0)
     # every keyword of the current protocol
-    for kwargs, name in [({}, "dltensor"), ({"max_version": (1, 0)}, "dltensor_versioned"),
-                         ({"max_version": (1, 3)}, "dltensor_versioned"), ({"max_version": (0, 8)}, "dltensor"),
-                         ({"stream": None, "dl_device": (1, 0), "copy": False}, "dltensor"),
-                         ({"max_version": (1, 0), "dl_device": (1, 0), "copy": None}, "dltensor_versioned")]:
+    for kwargs, name in [
+        ({}, "dltensor"),
+        ({"max_version": (1, 0)}, "dltensor_versioned"),
+        ({"max_version": (1, 3)}, "dltensor_versioned"),
+        ({"max_version": (0, 8)}, "dltensor"),
+        ({"stream": None, "dl_device": (1, 0), "copy": False}, "dltensor"),
+        ({"max_version": (1, 0), "dl_device": (1, 0), "copy": None}, "dltensor_versioned"),
+    ]:
         assert capsule_name(t.__dlpack__(**kwargs)) == name, kwargs
     expect_raises(BufferError, t.__dlpack__, dl_device=(2, 0), copy=False)
     expect_raises(TypeError, t.__dlpack__, (1, 0))  # keyword-only
@@ -285,7 +296,7 @@ def check_parsing():
     error = expect_raises(lockstep.DTypeError, lockstep.empty((2,), "bfloat16").numpy)
     assert "bfloat16" in str(error), error
     # a shape whose bytes overflow is refused, not made smaller than its shape
-    error = expect_raises(lockstep.ShapeError, lockstep.empty, 2 ** 62 + 16)
+    error = expect_raises(lockstep.ShapeError, lockstep.empty, 2**62 + 16)
     assert "more bytes than memory" in str(error), error
     assert lockstep.version() == tuple(int(p) for p in lockstep.__version__.split("."))
     assert "C interface" in lockstep.build_info() or lockstep.build_info()
@@ -293,8 +304,14 @@ def check_parsing():
 
 
 def main():
-    for check in (check_buffer_export, check_wrap_buffers, check_wrapped_object_lifetime, check_dlpack, check_torch,
-                  check_parsing):
+    for check in (
+        check_buffer_export,
+        check_wrap_buffers,
+        check_wrapped_object_lifetime,
+        check_dlpack,
+        check_torch,
+        check_parsing,
+    ):
         check()
         print(f"ok: {check.__name__}", flush=True)
     lockstep.log("tensor_test: every check passed", level="info", scope="all", logger="tests.python")

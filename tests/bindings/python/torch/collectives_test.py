@@ -77,8 +77,12 @@ def check_all_reduce(gloo, r, n):
         same(ours, oracle / n, f"all_reduce AVG {dtype}")
     # bool (gloo has none): SUM and MAX are OR, PRODUCT and MIN are AND; the oracle is gloo on the uint8 view.
     flags = values(r, (7,), torch.int32, 1) % 2 == 0
-    for op, oracle_op in [(ReduceOp.SUM, ReduceOp.MAX), (ReduceOp.MAX, ReduceOp.MAX), (ReduceOp.PRODUCT, ReduceOp.MIN),
-                          (ReduceOp.MIN, ReduceOp.MIN)]:
+    for op, oracle_op in [
+        (ReduceOp.SUM, ReduceOp.MAX),
+        (ReduceOp.MAX, ReduceOp.MAX),
+        (ReduceOp.PRODUCT, ReduceOp.MIN),
+        (ReduceOp.MIN, ReduceOp.MIN),
+    ]:
         ours, oracle = flags.clone(), flags.to(torch.uint8)
         dist.all_reduce(ours, op=op)
         dist.all_reduce(oracle, op=oracle_op, group=gloo)
@@ -240,8 +244,9 @@ def check_all_to_all(gloo, r, n):
     ours = [torch.zeros((i + r) % 2 + 1, dtype=torch.float64) for i in range(n)]
     oracle = torch.zeros(sum(t.numel() for t in ours), dtype=torch.float64)
     dist.all_to_all(ours, inputs)
-    dist.all_to_all_single(oracle, torch.cat(inputs), [t.numel() for t in ours], [t.numel() for t in inputs],
-                           group=gloo)
+    dist.all_to_all_single(
+        oracle, torch.cat(inputs), [t.numel() for t in ours], [t.numel() for t in inputs], group=gloo
+    )
     same(torch.cat(ours), oracle, "all_to_all of a list, uneven")
 
 
@@ -266,8 +271,11 @@ def check_point_to_point(gloo, r, n):
     if n % 2 == 0:
         peer = r + 1 if r % 2 == 0 else r - 1
         out, into = values(r, (3,), torch.float32), torch.zeros(3)
-        first, second = (dist.isend(out, peer), dist.irecv(into, peer)) if r % 2 == 0 else \
-            (dist.irecv(into, peer), dist.isend(out, peer))
+        first, second = (
+            (dist.isend(out, peer), dist.irecv(into, peer))
+            if r % 2 == 0
+            else (dist.irecv(into, peer), dist.isend(out, peer))
+        )
         first.wait()
         second.wait()
         same(into, values(peer, (3,), torch.float32), "isend/irecv")
@@ -322,9 +330,24 @@ def check_unsupported(gloo, r, n):
     same(x, torch.full((2,), float(n)), "all_reduce after the refused calls")
 
 
-CHECKS = [check_backend, check_all_reduce, check_all_reduce_coalesced, check_broadcast, check_reduce, check_all_gather,
-          check_all_gather_into_tensor, check_all_gather_coalesced, check_gather, check_scatter, check_reduce_scatter,
-          check_all_to_all, check_point_to_point, check_work, check_objects, check_unsupported]
+CHECKS = [
+    check_backend,
+    check_all_reduce,
+    check_all_reduce_coalesced,
+    check_broadcast,
+    check_reduce,
+    check_all_gather,
+    check_all_gather_into_tensor,
+    check_all_gather_coalesced,
+    check_gather,
+    check_scatter,
+    check_reduce_scatter,
+    check_all_to_all,
+    check_point_to_point,
+    check_work,
+    check_objects,
+    check_unsupported,
+]
 
 
 def main():

@@ -61,11 +61,11 @@ def check_collectives(r, n, device):
     big = (torch.arange(n * k, dtype=torch.float32) + 100 * r).to(device)
     part = torch.empty(k, device=device)
     reduce_scatter_tensor(part, big)
-    expected = sum(torch.arange(n * k, dtype=torch.float32) + 100 * q for q in range(n))[r * k:(r + 1) * k]
+    expected = sum(torch.arange(n * k, dtype=torch.float32) + 100 * q for q in range(n))[r * k : (r + 1) * k]
     assert torch.equal(part.cpu(), expected), part
     swapped = torch.empty(n * k, device=device)
     dist.all_to_all_single(swapped, big)
-    expected = torch.cat([(torch.arange(n * k, dtype=torch.float32) + 100 * q)[r * k:(r + 1) * k] for q in range(n)])
+    expected = torch.cat([(torch.arange(n * k, dtype=torch.float32) + 100 * q)[r * k : (r + 1) * k] for q in range(n)])
     assert torch.equal(swapped.cpu(), expected), swapped
     red = table[r].to(device)
     dist.reduce(red, dst=0)
@@ -90,7 +90,7 @@ def check_ddp(r, device):
     for where in (device, torch.device("cpu")):
         ids = [where.index] if where.type == "cuda" else None
         model = DistributedDataParallel(Net(r, False).to(where), device_ids=ids)
-        optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -12)
+        optimizer = torch.optim.SGD(model.parameters(), lr=2**-12)
         for step in range(STEPS):
             optimizer.zero_grad()
             x, target = batch(r, step)

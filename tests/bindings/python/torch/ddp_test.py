@@ -55,7 +55,7 @@ def batch(r, step):
 
 
 def train(model, r):
-    optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -12)
+    optimizer = torch.optim.SGD(model.parameters(), lr=2**-12)
     for step in range(STEPS):
         optimizer.zero_grad()
         x, target = batch(r, step)

@@ -28,10 +28,16 @@ def check_refused_on_one_rank(r, n, gloo):
     last = r == n - 1
     cases = [
         ("int16", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16 if last else torch.int32))),
-        ("BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
-                                         op=dist.ReduceOp.BAND if last else dist.ReduceOp.SUM)),
-        ("needs one tensor per rank", lambda: dist.reduce_scatter(
-            torch.zeros(2), [torch.ones(2) for _ in range(n - 1 if last else n)])),
+        (
+            "BAND",
+            lambda: dist.all_reduce(
+                torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND if last else dist.ReduceOp.SUM
+            ),
+        ),
+        (
+            "needs one tensor per rank",
+            lambda: dist.reduce_scatter(torch.zeros(2), [torch.ones(2) for _ in range(n - 1 if last else n)]),
+        ),
         ("elements", lambda: dist.all_gather([torch.zeros(3 if last else 2) for _ in range(n)], torch.ones(2))),
     ]
     for word, call in cases:

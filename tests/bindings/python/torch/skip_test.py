@@ -23,13 +23,13 @@ def skipped_line() -> int:
 
 def main() -> int:
     mpirun, np, debug = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug, OMP_NUM_THREADS="1",
-               PYTHONUNBUFFERED="1")
+    env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB]
     print("$ " + " ".join(command), flush=True)
     start = time.monotonic()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=LIMIT_SECONDS + 20)
     except subprocess.TimeoutExpired:
@@ -50,11 +50,15 @@ def main() -> int:
         (elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)"),
         (f"rank {last} left the loop after 2 steps" in out, f"rank {last} left the loop early"),
         ("collective timed out after" in err, "a timeout report is printed on stderr"),
-        ("`lockstep::allreduce`" in err and f"called at {site}" in err,
-         f"the report names the stuck allreduce and its call site {site}"),
+        (
+            "`lockstep::allreduce`" in err and f"called at {site}" in err,
+            f"the report names the stuck allreduce and its call site {site}",
+        ),
         (f"Never arrived: Process {last}\n" in err, f"the report names rank {last} as never arrived"),
-        (f"Process {last} (host" in err and "last completed `lockstep::allreduce`" in err,
-         f"the report says what rank {last} completed last"),
+        (
+            f"Process {last} (host" in err and "last completed `lockstep::allreduce`" in err,
+            f"the report says what rank {last} completed last",
+        ),
         ("collective timed out after" not in out, "the report is not on stdout"),
     ]
     for ok, what in checks:
