@@ -78,8 +78,7 @@ def main() -> int:
                 "Process 0 is in the matching `lockstep::send` to process 1 but with tag 1, and this call uses tag 2"
                 in output
                 or "Process 1 is in the matching `lockstep::recv` from process 0 but with tag 2, and this call uses "
-                "tag 1"
-                in output,
+                "tag 1" in output,
                 "the report finds the peer in the matching call with the other tag",
             ),
         ]
