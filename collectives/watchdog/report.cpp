@@ -210,6 +210,7 @@ struct StuckCall {
     std::string site;
     double seconds = 0.0;
     double timeout = 0.0;
+    std::string label;  // what lockstep uses the communicator for, if it is one of its own (label_communicator)
 };
 
 // A member's call in flight on communicator `comm`, from its board.
@@ -221,17 +222,37 @@ const nlohmann::json* call_on(const nlohmann::json& board, std::uint64_t comm) {
     return nullptr;
 }
 
+// The label of the lockstep call (its check at finalize) that every one of these members waits in instead, if they all
+// wait in the same one: they have left the program's calls.
+std::optional<std::string> lockstep_call_of(const std::vector<int>& indices, const std::vector<Endpoint>& members,
+                                            std::map<int, nlohmann::json>& boards) {
+    std::set<std::string> labels;
+    for (const int i : indices) {
+        const nlohmann::json& b = boards[members[static_cast<std::size_t>(i)].world_rank];
+        if (!b.contains("in_flight") || !b["in_flight"].is_array()) return std::nullopt;
+        const auto& calls = b["in_flight"];
+        const auto own = std::find_if(calls.begin(), calls.end(),
+                                      [](const nlohmann::json& call) { return !call.value("label", "").empty(); });
+        if (own == calls.end()) return std::nullopt;
+        labels.insert(own->value("label", ""));
+    }
+    if (labels.size() != 1) return std::nullopt;
+    return *labels.begin();
+}
+
 }  // namespace
 
 Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double waited) {
     std::vector<Endpoint> members;
     std::string stuck_text = record_text(stuck);  // with its communicator's label, if lockstep's own
+    std::string stuck_label;
     std::map<int, Endpoint> known;
     {
         std::scoped_lock lock(registry_mutex);
         if (auto it = registered.find(stuck.comm_id); it != registered.end()) {
             members = it->second.members;
             stuck_text = Call{stuck, {}, it->second.label}.text();
+            stuck_label = it->second.label;
         }
         known = known_endpoints();
     }
@@ -240,7 +261,7 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
     // The stuck call, and every collective its missing members are stuck in instead, transitively: ranks 0-1 waiting
     // in one communicator for rank 2, which waits in another for them, are one hang and get one report.
     std::vector<StuckCall> calls = {{stuck.comm_id, members, stuck_text, std::string(op_name(stuck.op)), stuck.sequence,
-                                     site_text(stuck), waited, stuck.timeout}};
+                                     site_text(stuck), waited, stuck.timeout, stuck_label}};
     std::map<int, nlohmann::json> boards;  // by world rank
     constexpr std::size_t most_calls = 8;
     for (int round = 0; round < 4; ++round) {
@@ -272,7 +293,8 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                                 call.value("sequence", std::uint64_t{0}),
                                 call.value("site", "?"),
                                 call.value("seconds", 0.0),
-                                call.value("timeout", 0.0)};
+                                call.value("timeout", 0.0),
+                                call.value("label", "")};
                 if (!call.contains("members") || !call["members"].is_array()) continue;
                 for (const auto& w : call["members"]) {
                     const int rank = w.get<int>();
@@ -284,6 +306,16 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                 calls.push_back(std::move(other));
                 if (calls.size() >= most_calls) break;
             }
+        }
+    }
+
+    // A call of lockstep's own (its check at finalize) that waits for processes stuck in a call of the program only
+    // follows from it: the program's call leads the report, with its communicator's members and its hint.
+    const auto of_the_program = [](const StuckCall& c) { return c.label.empty(); };
+    if (!of_the_program(calls.front())) {
+        if (const auto it = std::find_if(calls.begin(), calls.end(), of_the_program); it != calls.end()) {
+            std::rotate(calls.begin(), it, it + 1);
+            members = calls.front().members;
         }
     }
 
@@ -341,10 +373,12 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                     members_text(missing, c.members), missing.size() == 1 ? "it is" : "they are");
             } else if (!missing.empty()) {
                 s += fmt::format("Never arrived: {}\n", members_text(missing, c.members));
+                const std::optional<std::string> gone_to = lockstep_call_of(missing, c.members, boards);
                 hint = fmt::format(
-                    "{} never called this collective: look for a branch, an early `break` or an exception that only "
-                    "some ranks take before {}. Setting LOCKSTEP_DEBUG_MODE=1 checks every call's signature.",
-                    members_text(missing, c.members), c.site);
+                    "{} never called this collective{}: look for a branch, an early `break` or an exception that "
+                    "only some ranks take before {}. Setting LOCKSTEP_DEBUG_MODE=1 checks every call's signature.",
+                    members_text(missing, c.members),
+                    gone_to ? fmt::format(" and went on to {}", *gone_to) : std::string(), c.site);
             } else {
                 hint = "Every process is in this call, so it is stuck inside MPI (a lost process or network).";
             }
@@ -397,7 +431,8 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
     v.reporter_endpoint.world_rank = reporter;
 
     std::string& r = v.text;
-    r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", waited, stuck.timeout);
+    r = fmt::format("lockstep: collective timed out after {:.1f} s (timeout {:g} s)\n\n", calls.front().seconds,
+                    calls.front().timeout);
     r += sections.front();
     if (calls.size() > 1) {
         r += "\nThe processes missing here are stuck in another collective:\n";

@@ -168,6 +168,7 @@ struct Watchdog::State {
                                {"site", site_text(c.record)},
                                {"seconds", std::chrono::duration<double>(now - c.when).count()},
                                {"timeout", c.record.timeout},
+                               {"label", c.label},
                                {"members", members}});
             }
             j["in_flight"] = std::move(all);

@@ -1,5 +1,7 @@
 #include "state.hpp"
 
+#include <mpi.h>
+
 #include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
 
@@ -17,6 +19,8 @@ namespace lockstep::detail {
 
 namespace {
 
+// How long the reporter, once it told every process to end, waits for the launcher to end the job before it aborts it.
+constexpr auto launcher_grace = std::chrono::seconds(3);
 // How long a waiting process that is not the reporter waits for the reporter to end the job before it reports itself.
 constexpr auto reporter_grace = std::chrono::seconds(5);
 
@@ -176,11 +180,17 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
     end_job();
 }
 
-// Every process ends itself with exit code 124. MPI_Abort is not used: when a peer is already inside MPI_Finalize,
-// Open MPI's mpirun can hang for good in its own finalisation after an abort (PMIx_server_finalize), whereas
-// processes that exit give the launcher plain non-zero exits to act on; every process is told at once (leaving the
-// ones outside a call to the launcher hung mpirun more often, not less). A process that does not answer is ended by
-// the launcher when the others exit non-zero.
+// Every other process ends itself with exit code 124. MPI_Abort is not their way out: when a peer is already inside
+// MPI_Finalize, Open MPI's mpirun can hang for good in its own finalisation after an abort (PMIx_server_finalize),
+// whereas processes that exit give the launcher plain non-zero exits to act on; every process is told at once
+// (leaving the ones outside a call to the launcher hung mpirun more often, not less). A process that does not answer
+// is ended by the launcher when the others exit non-zero.
+//
+// A launcher may be told to let a job run on when its processes exit non-zero (mpirun --mca
+// orte_abort_on_non_zero_status 0, --enable-recovery), and then ends with exit status 0 once they all have. So this
+// process, which printed the report, waits for the launcher to end it, and if it is still running after
+// launcher_grace, ends the job with MPI_Abort, whose error code every launcher passes on as the job's exit status (its
+// peers have exited by then: none is left inside MPI_Finalize).
 void Watchdog::State::end_job() {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -194,6 +204,18 @@ void Watchdog::State::end_job() {
     (void)ask_all(others, "END", Clock::now() + std::chrono::seconds(1));
     std::fflush(stdout);
     std::fflush(stderr);
+    if (!others.empty()) std::this_thread::sleep_for(launcher_grace);
+    int initialized = 0;
+    int finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized == 0 || finalized != 0) std::_Exit(124);
+    // MPI_Abort does not return; should it hang instead (its launcher gone), the process still ends.
+    std::thread([] {
+        std::this_thread::sleep_for(launcher_grace);
+        std::_Exit(124);
+    }).detach();
+    MPI_Abort(MPI_COMM_WORLD, 124);
     std::_Exit(124);
 }
 
