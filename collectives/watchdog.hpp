@@ -8,7 +8,8 @@
 // collective of another communicator brings that call into the same report (two calls that wait for each other are
 // one hang). The lowest world rank waiting in any of those calls prints the report (op, call number, shape, seconds
 // waited, where the processes are on each communicator, what each process is doing); then it tells every process of
-// the job to end, and each ends itself with exit code 124. A stuck send or recv is reported by the process that waits,
+// the job to end, and each ends itself with exit code 124 (the reporter, if the launcher lets the job run on after
+// those exits, aborts it with that code). A stuck send or recv is reported by the process that waits,
 // with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
 //
 // The parts: the boards (watchdog/board.hpp), the channel (watchdog/channel.hpp), the thread (watchdog/thread.cpp)
