@@ -3,8 +3,10 @@
 
 Usage: hang_test.py MPIRUN PROGRAM NP DEBUG(0|1) [MODE]
 Passes when the job exits non-zero within 20 s and the report says what hung: for a skipped collective (MODE skip,
-the default, or first) the rank that never arrived and what it did last; for a stuck send or receive (MODE
-tag, late, cycle) what the peer does instead of the matching call.
+the default, or first) the rank that never arrived and what it did last; for a stuck send or receive (MODE tag, late,
+cycle) what the peer does instead of the matching call; for a program's collective whose leaver waits in lockstep's
+check at finalize (MODE leader, upper) that the report leads with the program's call and its hint points into the
+program.
 """
 import os
 import signal
@@ -99,6 +101,39 @@ def main() -> int:
                 "the report names the send/send cycle",
             ),
             ("even ranks send first" in output, "the report says how to order the calls"),
+        ]
+    elif mode in ("leader", "upper"):
+        # The rank that left waits in lockstep's check at finalize, and it is the lowest waiting rank: the report's
+        # headline and closing hint are still about the program's allreduce.
+        report = output[output.find("lockstep: collective timed out after") :]
+        headline = next((line for line in report.splitlines() if line.startswith("Operation:")), "")
+        if mode == "leader":
+            size, arrived = np, f"Processes 1-{last}" if last > 1 else "Process 1"
+            left = "Process 0"
+        else:
+            size, arrived = (
+                np - 1,
+                "Process 1 (world rank 2)" if last == 2 else f"Processes 1-{last - 1} (world ranks 2-{last})",
+            )
+            left = "Process 0 (world rank 1)"
+        checks = common + [
+            (
+                headline.startswith(
+                    f"Operation: `lockstep::allreduce` #3 float32[16] on a communicator of {size} processes,"
+                    " called at hang_program.cpp:"
+                ),
+                f"the headline is the program's allreduce (got: {headline})",
+            ),
+            (
+                f"Arrived and waiting: {arrived}\nNever arrived: {left}\n" in report,
+                f"the headline names {left} as never arrived",
+            ),
+            (
+                f"{left} never called this collective and went on to lockstep's check at finalize: look for a "
+                "branch, an early `break` or an exception that only some ranks take before hang_program.cpp:" in report,
+                "the closing hint points into the program, before its allreduce",
+            ),
+            ("before world.cpp" not in output, "no hint points into lockstep's own source"),
         ]
     else:
         print(f"unknown mode {mode}")

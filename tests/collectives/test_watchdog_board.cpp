@@ -1,10 +1,10 @@
 #define BOOST_TEST_MODULE watchdog_board
 #include <boost/test/unit_test.hpp>
 
-// The watchdog's progress board (collectives/watchdog.hpp): a sequence lock written by the calling thread without a
-// lock and read by the watchdog thread. A reader must never see a record made of two calls' fields.
+// The watchdog's progress board (collectives/watchdog/board.hpp): a sequence lock written by the calling thread without
+// a lock and read by the watchdog thread. A reader must never see a record made of two calls' fields.
 
-#include <collectives/watchdog.hpp>
+#include <collectives/watchdog/board.hpp>
 
 #include <atomic>
 #include <cstdint>

@@ -15,6 +15,12 @@ Usage:
   watchdog_test.py finalize MPIRUN HANG_PROGRAM NP
       The last rank makes one broadcast more than the others (as its root it does not wait for them): at
       Runtime::finalize every rank reports that the call counts differ, and the job ends.
+  watchdog_test.py exit MPIRUN HANG_PROGRAM NP LOCKSTEP
+      Jobs the watchdog ends under mpirun settings that let a job run on when its processes exit non-zero: the
+      skip-and-exit job, the one whose rank 0 leaves early, and the one whose last rank waits in MPI_Finalize must end
+      non-zero, with the report, in time. Under `mpirun --mca orte_abort_on_non_zero_status 0` (the job's own exit
+      status), and under `lockstep launch` with --enable-recovery, after which Open MPI 4.1's mpirun exits 0 whatever
+      its processes did (MPI_Abort included).
   watchdog_test.py channel MPIRUN WATCHDOG_CHANNEL NP
       The channel refuses queries without the job's key, and a report comes in time while every watchdog is flooded
       with idle and half-open connections.
@@ -38,7 +44,8 @@ def run_job(
     app: list[str] | None = None,
 ) -> tuple[int | None, float, str]:
     """Returns (exit code or None when killed at the limit, seconds, output). `app` replaces the default
-    `-n NP --oversubscribe ARGV` (for jobs whose ranks get different settings)."""
+    `-n NP --oversubscribe ARGV` (for jobs whose ranks get different settings, or launcher options); `mpirun` may be
+    another launcher (lockstep)."""
     env = dict(os.environ, LOCKSTEP_TIMEOUT=str(timeout), LOCKSTEP_DEBUG_MODE=debug)
     start = time.monotonic()
     command = [mpirun, *(app or ["-n", str(np), "--oversubscribe", *argv])]
@@ -190,6 +197,25 @@ def finalize(mpirun: str, program: str, np: int) -> int:
     )
 
 
+def exit_status(mpirun: str, program: str, np: int, lockstep: str) -> int:
+    checks = []
+    launch = [lockstep, "launch", "--mpirun", mpirun, "--mpirun-args", "--enable-recovery", "-n", str(np),
+              "--oversubscribe", "--"]
+    for name, command in [("mpirun --mca orte_abort_on_non_zero_status 0",
+                           [mpirun, "-n", str(np), "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0"]),
+                          ("lockstep launch --mpirun-args --enable-recovery", launch)]:
+        for mode in ["skip", "leader", "host"]:
+            code, seconds, output = run_job(command[0], np, [], app=[*command[1:], program, mode])
+            what = f"{name}, {mode}"
+            print(f"--- {what}\n{output}")
+            checks += [
+                (code not in (None, 0), f"{what}: the job exits non-zero (got {code})"),
+                ("lockstep: collective timed out after" in output, f"{what}: the report is printed"),
+                (seconds < TIMEOUT_SECONDS + GRACE_SECONDS, f"{what}: the job ends in time (took {seconds:.1f} s)"),
+            ]
+    return report(checks)
+
+
 def channel(mpirun: str, program: str, np: int) -> int:
     code, seconds, output = run_job(mpirun, np, [program])
     print(output)
@@ -217,6 +243,8 @@ def main() -> int:
         return finalize(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if what == "headline":
         return headline(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    if what == "exit":
+        return exit_status(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     if what == "channel":
         return channel(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     print(__doc__)

@@ -4,6 +4,10 @@
 //                        on to finalise, while the others wait in that allreduce.
 //   hang_program first   the last rank skips the very first allreduce: its last completed call is one of lockstep's
 //                        own start-up checks, which the report must say.
+//   hang_program leader  as skip, with rank 0 leaving early: the lowest rank that waits is in lockstep's check at
+//                        finalize, and the report must still lead with the program's allreduce.
+//   hang_program upper   as leader, on a communicator of ranks 1 and up: its process 0 (world rank 1) leaves early
+//                        while world rank 0, outside it, finalises too.
 //   hang_program tag     process 0 sends 1 MiB to process 1 with tag 1, process 1 waits for tag 2: both are stuck in
 //                        the matching calls (a message that large waits for its receiver).
 //   hang_program late    the same with 16 bytes: the send completes at once, process 0 goes on to finalise, and
@@ -47,12 +51,22 @@ int main(int argc, char** argv) {
     lockstep::ScopedRuntime rt;
     auto& comm = lockstep::Communicator::world();
     const int me = comm.rank();
-    if (mode == "skip" || mode == "first") {
-        const int skipped_step = mode == "skip" ? 2 : 0;
+    if (mode == "skip" || mode == "first" || mode == "leader") {
+        const int skipped_step = mode == "first" ? 0 : 2;
+        const int leaving = mode == "leader" ? 0 : comm.size() - 1;
         lockstep::Tensor grad = lockstep::Tensor::ones({16});
         for (int step = 0; step < 3; ++step) {
-            if (step == skipped_step && me == comm.size() - 1) break;  // e.g. early stopping seen by one rank
+            if (step == skipped_step && me == leaving) break;  // e.g. early stopping seen by one rank
             comm.allreduce_(grad, lockstep::ReduceOp::Mean);
+        }
+    } else if (mode == "upper") {
+        lockstep::Communicator upper = comm.split(me >= 1 ? 0 : 1, me);
+        lockstep::Tensor grad = lockstep::Tensor::ones({16});
+        if (me >= 1) {
+            for (int step = 0; step < 3; ++step) {
+                if (step == 2 && upper.rank() == 0) break;
+                upper.allreduce_(grad, lockstep::ReduceOp::Mean);
+            }
         }
     } else if (mode == "steps" || mode == "eager") {
         lockstep::Tensor grad = lockstep::Tensor::ones({16});
@@ -89,7 +103,8 @@ int main(int argc, char** argv) {
     } else {
         std::fprintf(
             stderr,
-            "hang_program: unknown mode '%s' (skip, first, steps, eager, op, extra, cross, tag, late, cycle, host)\n",
+            "hang_program: unknown mode '%s' (skip, first, leader, upper, steps, eager, op, extra, cross, tag, late, "
+            "cycle, host)\n",
             mode.c_str());
         return 2;
     }

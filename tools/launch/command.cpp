@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 namespace lockstep::tools {
 namespace {
@@ -183,6 +184,14 @@ void print_failure_hint(const ln::Plan& plan, const ml::ForegroundResult& result
     }
 }
 
+// Whether lockstep's watchdog ended the job (the last line of its report, which every rank's stderr reaches the
+// launcher's through). Some launchers exit 0 whatever their processes' exits: Open MPI 4.1's mpirun with
+// --enable-recovery does even after MPI_Abort, so the watchdog cannot make that job end non-zero from inside it.
+bool ended_by_watchdog(const ml::ForegroundResult& result) {
+    constexpr std::string_view ending = "Ending the job (exit code 124).";
+    return result.stderr_head.find(ending) != std::string::npos || result.stderr_tail.find(ending) != std::string::npos;
+}
+
 void print_plan_text(const ln::Plan& plan, const Detection& detection) {
     fmt::print("# launcher: {} ({})\n", ml::to_string(plan.launcher), detection.reason);
     fmt::print("# processes: {} ({})\n", plan.num_processes, plan.num_processes_source);
@@ -266,6 +275,13 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
         std::cout.flush();
         const ml::ForegroundResult result = ml::run_in_foreground_watching_stderr(plan.command, plan.environment);
         if (result.status != 0) print_failure_hint(plan, result, program.front());
+        if (result.status == 0 && ended_by_watchdog(result)) {
+            fmt::print(stderr,
+                       "lockstep launch: lockstep's watchdog ended the job (exit code 124), though {} exited 0 (its "
+                       "settings let a job run on when processes exit non-zero)\n",
+                       plan.command.front());
+            return 124;
+        }
         return result.status;
     } catch (const ln::UsageError& e) {
         fmt::print(stderr, "lockstep launch: {}\n", e.what());
@@ -330,8 +346,11 @@ Subcommand add_launch_command(CLI::App& parent) {
         "gets\n"
         "the PMI plugin the MPI on PATH was built for (ompi_info, srun --mpi=list) unless --mpirun-args has --mpi or\n"
         "SLURM_MPI_TYPE is set.\n"
-        "Exit status: the program's (128+N when signal N ended it); 127 when PROGRAM is not found, 126 when it is not\n"
-        "executable; 1 when the launcher cannot be found or started; 2 for a usage error or a malformed config file.");
+        "Exit status: the program's (128+N when signal N ended it; 124 when lockstep's watchdog ended a hung job, "
+        "even\n"
+        "where the launcher exits 0); 127 when PROGRAM is not found, 126 when it is not executable; 1 when the "
+        "launcher\n"
+        "cannot be found or started; 2 for a usage error or a malformed config file.");
     app->add_option("-n,--num-processes", cl->num_processes,
                     "How many ranks to start (default: SLURM_NTASKS in an allocation, config file, else 1)")
         ->check(CLI::Range(1, 1 << 24));

@@ -1,0 +1,80 @@
+#pragma once
+// The watchdog's channel (internal): the wire format, the key, and the client that asks every peer at once.
+
+#include "endpoint.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace lockstep::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// An owned file descriptor.
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = std::exchange(o.fd_, -1);
+        }
+        return *this;
+    }
+    void reset() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+    [[nodiscard]] int get() const { return fd_; }
+    [[nodiscard]] bool valid() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+// --- The channel's wire format: one request line "VERB KEY\n", answered by one line (a board as JSON, or "OK").
+
+constexpr std::size_t longest_request = 256;
+// A connection that has not sent its request (or taken its answer) by then is dropped: the server never waits on a
+// client, so idle or half-open connections cannot delay the answers to peers.
+constexpr auto client_deadline = std::chrono::milliseconds(500);
+constexpr std::size_t most_clients = 256;
+// How long a query of peers waits for their answers: long enough for a loaded node, short enough for a report.
+constexpr auto ask_deadline = std::chrono::seconds(2);
+
+std::string key_text(const std::array<std::uint8_t, 16>& key);
+
+// Compares in time independent of where the texts differ.
+bool same_key(std::string_view presented, const std::string& expected);
+
+std::array<std::uint8_t, 16> random_key();
+
+int milliseconds_until(Clock::time_point deadline);
+
+// One query in flight to one peer: connect, send the request, read one line; all non-blocking.
+struct Query {
+    Fd fd;
+    std::string out;
+    std::string in;
+    bool connected = false;
+    std::optional<std::string> answer;  // the line received
+    std::string failure;                // why there is none
+    [[nodiscard]] bool done() const { return answer.has_value() || !failure.empty(); }
+};
+
+// Sends `verb` to every endpoint at once and collects the answer lines until `deadline`. A slow or dead peer costs
+// the deadline once, not once per peer.
+std::vector<Query> ask_all(const std::vector<Endpoint>& to, std::string_view verb, Clock::time_point deadline);
+
+}  // namespace lockstep::detail
