@@ -4,7 +4,9 @@
 // a setting with the same kind of value, so both accept the same spellings and report a bad value in the same words,
 // and an API argument is held to the same rules.
 
-#include <lockstep/allocator.hpp>
+#include <lockstep/base/byte_size.hpp>
+#include <lockstep/base/edit_distance.hpp>
+#include <lockstep/base/escape.hpp>
 #include <lockstep/config.hpp>
 #include <lockstep/errors.hpp>
 
@@ -180,18 +182,15 @@ constexpr Kind<double> timeout_kind{
 // --- sizes in bytes
 
 bool read_bytes(std::string_view text, std::size_t& bytes) {
-    try {
-        bytes = parse_bytes(text);
-        return true;
-    } catch (const InvalidArgumentError&) {
-        return false;
-    }
+    const auto parsed = base::parse_bytes(text);
+    bytes = parsed.value_or(0);
+    return parsed.has_value();
 }
 
 // The human form where it reads back as the same count, else the exact count: describe() and the messages print
 // sizes that a user copies into a variable or a file, so every one of them must parse as what was printed.
 std::string show_bytes(const std::size_t& bytes) {
-    std::string human = format_bytes(bytes);
+    std::string human = base::format_bytes(bytes);
     std::size_t read_back = 0;
     if (read_bytes(human, read_back) && read_back == bytes) return human;
     return fmt::format("{} B", bytes);
@@ -492,41 +491,12 @@ bool is_unused_accelerate_key(std::string_view key) {
            std::end(accelerate_unused_keys);
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
-// The known key closest to a misspelt one, if it is close enough to be the likely intent.
-std::optional<std::string_view> likely_key(std::string_view unknown) {
-    std::optional<std::string_view> best;
-    std::size_t best_distance = 3;
-    auto consider = [&](std::string_view known) {
-        // The distance is at least the difference in length: a long key is never near, and is not compared, so that
-        // a megabyte-long key costs no more than a short one.
-        const std::size_t gap =
-            unknown.size() > known.size() ? unknown.size() - known.size() : known.size() - unknown.size();
-        if (gap >= best_distance) return;
-        const std::size_t d = edit_distance(unknown, known);
-        if (d < best_distance && d < unknown.size()) {
-            best_distance = d;
-            best = known;
-        }
-    };
-    consider(schema_key);
-    for (const auto& s : settings) consider(s.info.key);
-    for (auto key : accelerate_unused_keys) consider(key);
-    return best;
+// The known key a misspelt one most likely stands for, by the rule the command line's suggestions follow.
+std::optional<std::string> likely_key(std::string_view unknown) {
+    std::vector<std::string> known{std::string(schema_key)};
+    for (const auto& s : settings) known.emplace_back(s.info.key);
+    for (auto key : accelerate_unused_keys) known.emplace_back(key);
+    return base::nearest(unknown, known);
 }
 
 // ------------------------------------------------------------------------------ config.yaml
@@ -572,7 +542,7 @@ std::string read_config_text(const std::string& path) {
         text.append(buffer.data(), static_cast<std::size_t>(in.gcount()));
         if (text.size() > largest_config_file) {
             throw ConfigError(path, fmt::format("the config file is larger than {}, the most a config file may hold",
-                                                format_bytes(largest_config_file)));
+                                                base::format_bytes(largest_config_file)));
         }
     }
     if (in.bad()) throw ConfigError(path, "cannot read the config file");
@@ -930,30 +900,7 @@ const Config& config() {
 
 namespace detail {
 std::string quote_value(std::string_view text) {
-    constexpr std::size_t shown = 80;
-    std::size_t cut = text.size();
-    if (cut > shown) {
-        cut = shown;
-        // Back to the start of a UTF-8 character, so that the cut leaves no half character behind.
-        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    }
-    std::string out = "'";
-    for (const char c : text.substr(0, cut)) {
-        const auto byte = static_cast<unsigned char>(c);
-        if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\t') {
-            out += "\\t";
-        } else if (byte < 0x20 || byte == 0x7f) {
-            out += fmt::format("\\x{:02x}", byte);
-        } else {
-            out += c;
-        }
-    }
-    if (cut < text.size()) out += "...";
-    out += "'";
-    if (cut < text.size()) out += fmt::format(" ({} bytes)", text.size());
-    return out;
+    return base::quote_value(text);
 }
 
 void install_config(Config config) {

@@ -24,6 +24,8 @@
 // "[--] PROGRAM [ARGS...]". The top level also lets every command keep the words it does not know (allow_extras) and
 // answers them itself: an unknown option is named with the nearest option of that command (nearest()), exit 2.
 
+#include <lockstep/base/edit_distance.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -54,49 +56,9 @@ struct Subcommand {
 
 // ------------------------------------------------------------------------------------------- suggestions
 
-// Edit distance with adjacent transpositions counted as one edit (optimal string alignment), so that "tset" is one
-// edit from "test" as "lauch" is from "launch".
-[[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t substitution = d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, substitution});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    return d[a.size()][b.size()];
-}
-
-// The candidate `word` most likely stands for: the nearest within two edits (one for words of up to four letters),
-// else the only candidate `word` begins (at least three letters: "lau" for launch); nullopt when none is close.
-[[nodiscard]] inline std::optional<std::string> nearest(std::string_view word,
-                                                        const std::vector<std::string>& candidates) {
-    if (word.size() > 64) return std::nullopt;  // a long word is near no name: not worth comparing
-    const std::size_t allowed = word.size() <= 4 ? 1 : 2;
-    std::optional<std::string> best;
-    std::size_t best_distance = allowed + 1;
-    for (const auto& candidate : candidates) {
-        const std::size_t distance = edit_distance(word, candidate);
-        if (distance < best_distance && distance < candidate.size()) {
-            best_distance = distance;
-            best = candidate;
-        }
-    }
-    if (best || word.size() < 3) return best;
-    std::optional<std::string> prefixed;
-    for (const auto& candidate : candidates) {
-        if (candidate.starts_with(word)) {
-            if (prefixed) return std::nullopt;  // ambiguous
-            prefixed = candidate;
-        }
-    }
-    return prefixed;
-}
+// The rule of every suggestion, the command line's and config.yaml's: lockstep/base/edit_distance.hpp.
+using base::edit_distance;
+using base::nearest;
 
 // "lockstep launch", the words that run `app`.
 [[nodiscard]] inline std::string command_path(const CLI::App* app) {
