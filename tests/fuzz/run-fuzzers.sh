@@ -9,7 +9,7 @@
 # is copied to tests/fuzz/regressions/HARNESS, where the test suite replays it from then on.
 #
 # The hostcheck targets are built from tools/hostcheck, tools/mpi_launcher and base alone. The config targets
-# instrument runtime/config.cpp and base (whose symbols liblockstep keeps hidden) and link the rest of liblockstep from
+# instrument runtime/config/ and base (whose symbols liblockstep keeps hidden) and link the rest of liblockstep from
 # a meson build directory ($LOCKSTEP_BUILD_DIR, default build/), which also provides the generated include/lockstep
 # headers.
 set -euo pipefail
@@ -53,8 +53,8 @@ case $harness in
             echo "$0: $build/liblockstep.so is missing: run 'ninja -C $build' first" >&2
             exit 2
         fi
-        # The instrumented config.cpp takes precedence over the library's copy of the same exported functions.
-        compile=("$root/tests/fuzz/fuzz_$harness.cpp" "$root/runtime/config.cpp" "$root"/base/*.cpp
+        # The instrumented config sources take precedence over the library's copy of the same exported functions.
+        compile=("$root/tests/fuzz/fuzz_$harness.cpp" "$root"/runtime/config/*.cpp "$root"/base/*.cpp
                  -I"$build/include" -I"$root/runtime" -I"$root/base" -L"$build" -Wl,-rpath,"$build" -llockstep
                  -lyaml-cpp -lfmt)
         ;;
