@@ -92,7 +92,7 @@ std::optional<std::string> compare_inventories(const std::vector<DeviceInventory
         "The smallest memory is {} ({} {}): it bounds the batch and model size of every process, since all processes "
         "run the same step. The slowest device paces all of them: every collective waits for it.",
         format_bytes(smallest->memory_bytes), smallest_ranks.size() == 1 ? "process" : "processes",
-        format_rank_ranges(smallest_ranks));
+        base::format_rank_ranges(smallest_ranks));
     return text;
 }
 

@@ -4,7 +4,7 @@
 Usage: make_manpage.py LOCKSTEP OUTPUT
 
 Reads `lockstep --version`, `lockstep --help` and `lockstep help COMMAND` for every command that help lists. The help
-text has one form (tools/subcommand.hpp): a "Usage:" line, the description, sections such as "Options:" whose rows
+text has one form (tools/help_format.hpp): a "Usage:" line, the description, sections such as "Options:" whose rows
 start with two spaces (continuation lines are indented further), then the footer. The page's date is
 SOURCE_DATE_EPOCH when set (reproducible builds), else none.
 """

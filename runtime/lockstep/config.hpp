@@ -8,7 +8,8 @@
 // Logging's LOCKSTEP_LOG_DIR and LOCKSTEP_LOG_FORMAT are read by the logging layer (logging.hpp), not here.
 //
 // A setting is a field of Config (and of ConfigOverrides where code may set it) plus one row of the table in
-// config.cpp; that row alone gives it its parser, config.yaml key, variable, API override, source and describe() line.
+// runtime/config/settings.cpp; that row alone gives it its parser, config.yaml key, variable, API override, source and
+// describe() line.
 
 #include <lockstep/export.hpp>
 
@@ -98,8 +99,8 @@ struct LOCKSTEP_API Config {
     [[nodiscard]] std::string describe() const;
 };
 
-// A setting as the table in config.cpp declares it. The config file's location (config_file) is not one: it is chosen
-// before any file is read, and a file cannot name another.
+// A setting as the table in runtime/config/settings.cpp declares it. The config file's location (config_file) is not
+// one: it is chosen before any file is read, and a file cannot name another.
 struct SettingInfo {
     std::string_view key;       // the config.yaml key, the Config::sources key and the describe() name
     const char* variable;       // its LOCKSTEP_* variable; nullptr for the launcher keys that only a config file sets

@@ -8,9 +8,10 @@
 # $FUZZ_WORK/HARNESS/artifacts; the seed corpus in tests/fuzz/corpus is only read. A finding is fixed, then its input
 # is copied to tests/fuzz/regressions/HARNESS, where the test suite replays it from then on.
 #
-# The hostcheck targets are built from tools/hostcheck and tools/mpi_launcher alone. The config targets instrument
-# runtime/config.cpp and link the rest of liblockstep from a meson build directory ($LOCKSTEP_BUILD_DIR, default
-# build/), which also provides the generated include/lockstep headers.
+# The hostcheck targets are built from tools/hostcheck, tools/mpi_launcher and base alone. The config targets
+# instrument runtime/config/ and base (whose symbols liblockstep keeps hidden) and link the rest of liblockstep from
+# a meson build directory ($LOCKSTEP_BUILD_DIR, default build/), which also provides the generated include/lockstep
+# headers.
 set -euo pipefail
 
 usage() {
@@ -32,7 +33,7 @@ flags=(-std=c++20 -g -O1 -DNDEBUG -pthread "${sanitize[@]}" -include "$root/test
 
 hostcheck_sources() {
     local f
-    for f in "$root"/tools/hostcheck/*.cpp "$root"/tools/mpi_launcher/*.cpp; do
+    for f in "$root"/tools/hostcheck/*.cpp "$root"/tools/mpi_launcher/*.cpp "$root"/base/*.cpp; do
         [[ $(basename "$f") == command.cpp ]] || echo "$f"
     done
 }
@@ -46,17 +47,18 @@ case $harness in
     hostfile | nodelist | remote_text)
         mapfile -t sources < <(hostcheck_sources)
         compile=("$root/tests/fuzz/fuzz_$harness.cpp" "${sources[@]}" -I"$root/tools" -I"$root/tools/hostcheck"
-                 -I"$build/include" -DLOCKSTEP_TOOL_VERSION='"fuzz"' -lfmt)
+                 -I"$root/base" -I"$build/include" -DLOCKSTEP_TOOL_VERSION='"fuzz"' -lfmt)
         ;;
     config_yaml | config_values)
         if [[ ! -e $build/liblockstep.so ]]; then
             echo "$0: $build/liblockstep.so is missing: run 'ninja -C $build' first" >&2
             exit 2
         fi
-        # The instrumented config.cpp takes precedence over the library's copy of the same exported functions.
+        # The instrumented config sources take precedence over the library's copy of the same exported functions.
         # shellcheck disable=SC2054 # the commas separate the linker's values, not bash's elements
-        compile=("$root/tests/fuzz/fuzz_$harness.cpp" "$root/runtime/config.cpp" -I"$build/include"
-                 -I"$root/runtime" -L"$build" -Wl,-rpath,"$build" -llockstep -lyaml-cpp -lfmt)
+        compile=("$root/tests/fuzz/fuzz_$harness.cpp" "$root"/runtime/config/*.cpp "$root"/base/*.cpp
+                 -I"$build/include" -I"$root/runtime" -I"$root/base" -L"$build" -Wl,-rpath,"$build" -llockstep
+                 -lyaml-cpp -lfmt)
         ;;
     *)
         usage

@@ -4,7 +4,7 @@
 
 #include "report.hpp"
 
-#include <lockstep/signature.hpp>
+#include <lockstep/base/rank_groups.hpp>
 
 #include <fmt/format.h>
 
@@ -115,16 +115,15 @@ RankComparison compare_reports(const std::vector<json>& reports) {
     for (const auto& path : paths) {
         const FieldScope scope = field_scope(path);
         FieldDifference difference{path, {}, scope, scope != FieldScope::Job};
-        for (std::size_t r = 0; r < reports.size(); ++r) {
-            const auto it = flat[r].find(path);
-            const json value = it == flat[r].end() ? json(nullptr) : it->second;
-            auto group = std::find_if(difference.groups.begin(), difference.groups.end(),
-                                      [&](const FieldGroup& g) { return g.value == value; });
-            if (group == difference.groups.end()) {
-                difference.groups.push_back({{static_cast<int>(r)}, value});
-            } else {
-                group->ranks.push_back(static_cast<int>(r));
-            }
+        std::vector<json> value_of_rank;
+        value_of_rank.reserve(reports.size());
+        for (const auto& fields : flat) {
+            const auto it = fields.find(path);
+            value_of_rank.push_back(it == fields.end() ? json(nullptr) : it->second);
+        }
+        for (auto& ranks : base::ranks_by_value(value_of_rank)) {
+            json value = std::move(value_of_rank[static_cast<std::size_t>(ranks.front())]);
+            difference.groups.push_back({std::move(ranks), std::move(value)});
         }
         if (difference.groups.size() < 2) continue;
         std::stable_sort(difference.groups.begin(), difference.groups.end(),
@@ -163,8 +162,8 @@ std::string render_all_ranks_markdown(const std::vector<json>& reports, const Ra
         for (const auto* d : unexpected) {
             out += fmt::format("- {}**{}**{}\n", on, d->path, off);
             for (const auto& g : d->groups) {
-                out += fmt::format("  - rank{} {}: {}\n", g.ranks.size() == 1 ? "" : "s", format_rank_ranges(g.ranks),
-                                   value_text(g.value));
+                out += fmt::format("  - rank{} {}: {}\n", g.ranks.size() == 1 ? "" : "s",
+                                   base::format_rank_ranges(g.ranks), value_text(g.value));
             }
         }
     }
@@ -172,8 +171,8 @@ std::string render_all_ranks_markdown(const std::vector<json>& reports, const Ra
         for (const auto* d : fields) {
             std::string line;
             for (const auto& g : d->groups) {
-                line +=
-                    fmt::format("{}{}={}", line.empty() ? "" : "; ", format_rank_ranges(g.ranks), value_text(g.value));
+                line += fmt::format("{}{}={}", line.empty() ? "" : "; ", base::format_rank_ranges(g.ranks),
+                                    value_text(g.value));
             }
             out += fmt::format("- {}: {}\n", d->path, line);
         }

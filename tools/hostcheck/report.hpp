@@ -1,6 +1,7 @@
 #pragma once
-// The result of a hostcheck run and its two renderings: a table for people and JSON for programs. The JSON layout is
-// the stable schema documented in docs/hostcheck.md (schema id "lockstep.hostcheck/1"); fields are only ever added.
+// The result of a hostcheck run (report.cpp) and its two renderings: a table for people (report_text.cpp) and JSON for
+// programs (report_json.cpp). The JSON layout is the stable schema documented in docs/hostcheck.md (schema id
+// "lockstep.hostcheck/1"); fields are only ever added.
 
 #include "hostfile.hpp"
 #include "mesh.hpp"

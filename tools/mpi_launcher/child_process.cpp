@@ -6,6 +6,8 @@
 
 #include "child_process.hpp"
 
+#include <lockstep/base/file_descriptor.hpp>
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -31,6 +33,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -53,33 +56,6 @@ int open_pidfd(pid_t pid) {
 std::system_error os_error(std::string_view what) {
     return std::system_error(errno, std::generic_category(), std::string(what));
 }
-
-// A pipe whose two ends close on exec, so that no other child inherits them (a leaked write end would keep a
-// reader from ever seeing end-of-file). posix_spawn's dup2 onto 0/1/2 clears the flag on the child's copy only.
-struct Pipe {
-    int read = -1;
-    int write = -1;
-    Pipe() {
-        std::array<int, 2> fds{};
-        if (::pipe2(fds.data(), O_CLOEXEC) != 0) throw os_error("pipe2");
-        read = fds[0];
-        write = fds[1];
-    }
-    Pipe(const Pipe&) = delete;
-    Pipe& operator=(const Pipe&) = delete;
-    ~Pipe() {
-        if (read >= 0) ::close(read);
-        if (write >= 0) ::close(write);
-    }
-    int release_read() { return std::exchange(read, -1); }
-    int release_write() { return std::exchange(write, -1); }
-    void close_write() {
-        if (write >= 0) ::close(std::exchange(write, -1));
-    }
-    void close_read() {
-        if (read >= 0) ::close(std::exchange(read, -1));
-    }
-};
 
 class FileActions {
 public:
@@ -247,20 +223,23 @@ private:
             report_progress();
             return;
         }
-        Pipe out_pipe;
-        std::optional<Pipe> err_pipe;
-        if (!cmd.merge_output) err_pipe.emplace();
-        std::optional<Pipe> in_pipe;
-        if (!cmd.input.empty()) in_pipe.emplace();
+        // Every end closes on exec, so that no other child inherits it (a leaked write end would keep a reader from
+        // ever seeing end-of-file); posix_spawn's dup2 onto 0/1/2 clears the flag on the child's copy only.
+        base::Pipe out_pipe = base::make_pipe();
+        std::optional<base::Pipe> err_pipe;
+        if (!cmd.merge_output) err_pipe.emplace(base::make_pipe());
+        std::optional<base::Pipe> in_pipe;
+        if (!cmd.input.empty()) in_pipe.emplace(base::make_pipe());
 
         FileActions actions;
         if (in_pipe) {
-            ::posix_spawn_file_actions_adddup2(actions.get(), in_pipe->read, STDIN_FILENO);
+            ::posix_spawn_file_actions_adddup2(actions.get(), in_pipe->read.get(), STDIN_FILENO);
         } else {
             ::posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
         }
-        ::posix_spawn_file_actions_adddup2(actions.get(), out_pipe.write, STDOUT_FILENO);
-        ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe ? err_pipe->write : out_pipe.write, STDERR_FILENO);
+        ::posix_spawn_file_actions_adddup2(actions.get(), out_pipe.write.get(), STDOUT_FILENO);
+        ::posix_spawn_file_actions_adddup2(actions.get(), err_pipe ? err_pipe->write.get() : out_pipe.write.get(),
+                                           STDERR_FILENO);
         const SpawnAttributes attributes(ProcessGroup::Own);
 
         std::optional<CStrings> envp;
@@ -276,8 +255,8 @@ private:
             report_progress();
             return;
         }
-        out_pipe.close_write();
-        if (err_pipe) err_pipe->close_write();
+        out_pipe.write.reset();
+        if (err_pipe) err_pipe->write.reset();
         const int pidfd = open_pidfd(child->pid);
         if (pidfd < 0) {
             ::kill(child->pid, SIGKILL);
@@ -285,19 +264,19 @@ private:
             throw os_error("pidfd_open (Linux 5.3 or newer is needed)");
         }
         child->exit_watch.assign(pidfd);
-        child->out.assign(out_pipe.release_read());
+        child->out.assign(out_pipe.read.release());
         running_.insert(child);
 
         read_stream(child, child->out, child->out_buffer, result.out, child->out_open);
         if (err_pipe) {
-            child->err.assign(err_pipe->release_read());
+            child->err.assign(err_pipe->read.release());
             read_stream(child, child->err, child->err_buffer, result.err, child->err_open);
         } else {
             child->err_open = false;
         }
         if (in_pipe) {
-            in_pipe->close_read();
-            child->in.assign(in_pipe->release_write());
+            in_pipe->read.reset();
+            child->in.assign(in_pipe->write.release());
             asio::async_write(child->in, asio::buffer(cmd.input),
                               [child](const boost::system::error_code&, std::size_t) {
                                   // A child that exits without reading its input is not an error here.
@@ -469,11 +448,8 @@ namespace {
 // The thread is started while the forwarded signals are blocked, so that it inherits the mask and never takes them.
 class StderrCopy {
 public:
-    explicit StderrCopy(int fd) : fd_(fd), thread_([this] { copy(); }) {}
-    ~StderrCopy() {
-        stop(std::chrono::milliseconds(0));
-        ::close(fd_);
-    }
+    explicit StderrCopy(base::FileDescriptor fd) : fd_(std::move(fd)), thread_([this] { copy(); }) {}
+    ~StderrCopy() { stop(std::chrono::milliseconds(0)); }
     StderrCopy(const StderrCopy&) = delete;
     StderrCopy& operator=(const StderrCopy&) = delete;
 
@@ -496,14 +472,14 @@ private:
     void copy() {
         std::array<char, 16384> buffer{};
         for (;;) {
-            pollfd watched{fd_, POLLIN, 0};
+            pollfd watched{fd_.get(), POLLIN, 0};
             const int ready = ::poll(&watched, 1, 100);
             if (ready < 0 && errno != EINTR) return;
             if (ready <= 0) {
                 if (past_deadline()) return;
                 continue;
             }
-            const ssize_t n = ::read(fd_, buffer.data(), buffer.size());
+            const ssize_t n = ::read(fd_.get(), buffer.data(), buffer.size());
             if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
             if (n <= 0) return;
             const auto size = static_cast<std::size_t>(n);
@@ -527,7 +503,7 @@ private:
         if (tail_.size() > 2 * stderr_tail_limit) tail_.erase(0, tail_.size() - stderr_tail_limit);
     }
 
-    int fd_;
+    base::FileDescriptor fd_;
     std::string head_;
     std::string tail_;
     Clock::time_point deadline_{};
@@ -588,15 +564,15 @@ ForegroundResult run_in_foreground_watching_stderr(const std::vector<std::string
     const BlockedSignals blocked;
     const SpawnAttributes attributes(ProcessGroup::Inherit);
     CStrings envp = environment_strings(environment);
-    Pipe err;
+    base::Pipe err = base::make_pipe();
     FileActions actions;
-    ::posix_spawn_file_actions_adddup2(actions.get(), err.write, STDERR_FILENO);
+    ::posix_spawn_file_actions_adddup2(actions.get(), err.write.get(), STDERR_FILENO);
     pid_t child = 0;
     if (const int rc = spawn(child, argv, envp.get(), &actions, attributes); rc != 0) {
         throw start_error(argv.front(), rc);
     }
-    err.close_write();
-    StderrCopy copy(err.release_read());
+    err.write.reset();
+    StderrCopy copy(std::move(err.read));
     ForegroundResult result;
     result.status = wait_in_foreground(child, blocked, argv.front());
     copy.stop(std::chrono::seconds(2));

@@ -7,6 +7,7 @@
 
 #include "selftest.hpp"
 
+#include <lockstep/base/rank_groups.hpp>
 #include <lockstep/logging.hpp>
 #include <lockstep/signature.hpp>
 
@@ -334,7 +335,7 @@ std::string render_table(const std::vector<CheckResult>& results, int ranks, boo
         } else {
             ++failed;
             verdict = fmt::format("{}FAIL{} on rank{} {}", red, off, r.failed_ranks.size() == 1 ? "" : "s",
-                                  format_rank_ranges(r.failed_ranks));
+                                  base::format_rank_ranges(r.failed_ranks));
             if (!r.detail.empty()) verdict += ": " + r.detail;
         }
         out += fmt::format("{:<{}}  {:<8}  {}\n", r.name, name_width, r.dtype, verdict);
