@@ -199,11 +199,25 @@ def finalize(mpirun: str, program: str, np: int) -> int:
 
 def exit_status(mpirun: str, program: str, np: int, lockstep: str) -> int:
     checks = []
-    launch = [lockstep, "launch", "--mpirun", mpirun, "--mpirun-args", "--enable-recovery", "-n", str(np),
-              "--oversubscribe", "--"]
-    for name, command in [("mpirun --mca orte_abort_on_non_zero_status 0",
-                           [mpirun, "-n", str(np), "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0"]),
-                          ("lockstep launch --mpirun-args --enable-recovery", launch)]:
+    launch = [
+        lockstep,
+        "launch",
+        "--mpirun",
+        mpirun,
+        "--mpirun-args",
+        "--enable-recovery",
+        "-n",
+        str(np),
+        "--oversubscribe",
+        "--",
+    ]
+    for name, command in [
+        (
+            "mpirun --mca orte_abort_on_non_zero_status 0",
+            [mpirun, "-n", str(np), "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0"],
+        ),
+        ("lockstep launch --mpirun-args --enable-recovery", launch),
+    ]:
         for mode in ["skip", "leader", "host"]:
             code, seconds, output = run_job(command[0], np, [], app=[*command[1:], program, mode])
             what = f"{name}, {mode}"
