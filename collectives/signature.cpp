@@ -313,7 +313,8 @@ std::optional<std::string> rejected_report(const std::vector<Signature>& sigs) {
         std::vector<std::string> messages;
         for (const auto& s : sigs) messages.push_back(s.failure);
         report = fmt::format(
-            "Cannot run `{}` #{}: every process failed its own check of the call with a {}, so no process started it "
+            "Cannot run `{}` #{}: every process raised {} checking its own arguments or allocating its result, so no "
+            "process started it "
             "(no data was exchanged; every process raises this error).\n\nFailures:\n{}",
             op_name(first.op), first.sequence, type, grouped_by_value(messages));
     } else {
