@@ -21,15 +21,9 @@ using namespace lockstep;
 
 namespace {
 
-Communicator& comm() {
-    return Communicator::world();
-}
-int N() {
-    return comm().size();
-}
-int R() {
-    return comm().rank();
-}
+using lockstep_test::comm;
+using lockstep_test::N;
+using lockstep_test::R;
 
 // What a call threw, as a number every process can compare.
 enum Outcome : std::int64_t {
