@@ -146,7 +146,7 @@ Communicator::Impl::~Impl() {
     detail::detach_wait_counter(&wait_ticks);
 }
 
-void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine) {
+void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error) {
     ++signature_checks;
     mpi(detail::allgather_fixed(mine, exchanged, control, size), "MPI_Allgather");
     if (detail::wire_signatures_agree(exchanged)) return;
@@ -167,6 +167,7 @@ void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine) {
     if (auto report = detail::rejected_report(sigs)) {
         *report += world_note;
         get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
+        detail::throw_shared_failure(sigs, *report, error);
         std::vector<CallRejectedError::Failure> failures;
         for (std::size_t r = 0; r < sigs.size(); ++r) {
             if (!sigs[r].failure_type.empty())

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <source_location>
 #include <string_view>
@@ -78,9 +79,13 @@ struct alignas(64) Communicator::Impl {
         detail::check_mpi(rc, call, where);
     }
 
-    // prepare() validates the arguments and allocates what the call returns; payload() moves the data. In debug mode
-    // prepare's outcome travels in the signature, so that a call one process cannot start (an invalid argument, no
-    // memory) raises the same CallRejectedError on every process before any payload moves.
+    // prepare() validates the arguments and allocates what the call returns; payload() moves the data. Every check a
+    // process can make on its own arguments belongs in prepare (or in the root check below), on every process, root
+    // or not: a check made on some processes only, or after a first MPI call, lets an argument that is wrong on every
+    // process fail on some and leave the others waiting in the payload. In debug mode prepare's outcome travels in
+    // the signature, so that a call one process cannot start (an invalid argument, no memory) raises the same
+    // CallRejectedError on every process before any payload moves; when every process failed with the same type of
+    // error, every process raises that type instead (signature.cpp), as it would without debug mode.
     template <typename Prepare, typename Payload>
     void run(const detail::CallInfo& call, Prepare&& prepare, Payload&& payload) {
         ++sequence;
@@ -104,12 +109,14 @@ struct alignas(64) Communicator::Impl {
 
         if (debug) {
             std::optional<detail::LocalFailure> failure;
+            std::exception_ptr error;
             try {
                 prepare();
             } catch (...) {
                 failure = detail::current_failure();
+                error = std::current_exception();
             }
-            exchange_and_check(detail::encode_signature(call, sequence, step, failure ? &*failure : nullptr));
+            exchange_and_check(detail::encode_signature(call, sequence, step, failure ? &*failure : nullptr), error);
         } else {
             prepare();
         }
@@ -129,8 +136,9 @@ struct alignas(64) Communicator::Impl {
             call, [] {}, std::forward<Payload>(payload));
     }
 
-    // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp).
-    void exchange_and_check(const detail::WireSignature& mine);
+    // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp). `error`
+    // is what this process's prepare step threw, if anything.
+    void exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error = nullptr);
 
     std::uint64_t step = 0;        // Communicator::set_step: compared in debug mode; 0 is unset
     std::vector<int> world_ranks;  // of this communicator's ranks, for reports
@@ -194,8 +202,13 @@ namespace detail {
     return d == DType::Float16 || d == DType::BFloat16;
 }
 
-// Mean is defined on floating dtypes only.
+// A reduce op of the table (an enum value cast from anything else has no MPI operation), and mean on floating dtypes
+// only; every other pair of reduce op and dtype reduces (on bool, sum and max are any, prod and min all).
 inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
+    if (static_cast<std::size_t>(op) >= reduce_op_table.size()) [[unlikely]] {
+        throw InvalidArgumentError(fmt::format("{}: {} is not a reduce op; use sum, prod, max, min or mean",
+                                               op_name(kind), static_cast<int>(op)));
+    }
     if (op == ReduceOp::Mean && !is_floating(t.dtype())) {
         throw DTypeError(
             fmt::format("{}: the mean of {} is not defined on dtype {}; cast to a floating dtype first "
@@ -224,6 +237,24 @@ inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
     if (in.empty()) return shape.size() == 1 && shape[0] == mul / div;
     if (shape.size() != in.size() || shape[0] != in[0] * mul / div) return false;
     return std::equal(in.begin() + 1, in.end(), shape.begin() + 1);
+}
+
+// The output of an *_into form against its input: the shape `t`'s scaled as has_scaled_shape does, the dtype and the
+// device of `t`. A wrong dtype is a DTypeError, anything else a ShapeError; the message is the same.
+inline void check_output(const Tensor& out, const Tensor& t, std::int64_t mul, std::int64_t div, int processes,
+                         std::string_view what) {
+    const bool dtype_ok = out.dtype() == t.dtype();
+    if (dtype_ok && has_scaled_shape(out.shape(), t, mul, div) && out.device() == t.device()) [[likely]] {
+        return;
+    }
+    Shape expected = t.dim() == 0 ? Shape{mul / div} : t.shape();
+    if (t.dim() != 0) expected[0] = expected[0] * mul / div;
+    std::string text =
+        fmt::format("{}: the output must be {}{} {} for input {} on {}; got {}", what, dtype_name(t.dtype()),
+                    shape_str(expected), t.device().str(), t.str(),
+                    count_text(static_cast<std::uint64_t>(processes), "process", "processes"), out.str());
+    if (!dtype_ok) throw DTypeError(std::move(text));
+    throw ShapeError(std::move(text));
 }
 
 // The reductions' one sequence for every dtype: float16 and bfloat16 accumulate in float32 and are rounded once at

@@ -288,20 +288,44 @@ std::optional<std::string> check_signatures(const std::vector<Signature>& sigs) 
 }
 
 namespace detail {
+
+namespace {
+// The type every process failed the call with, or "" when some process did not fail or the types differ.
+std::string shared_failure_type(const std::vector<Signature>& sigs) {
+    if (sigs.empty()) return {};
+    const std::string& type = sigs.front().failure_type;
+    const bool shared =
+        std::all_of(sigs.begin(), sigs.end(), [&](const Signature& s) { return s.failure_type == type; });
+    return shared ? type : std::string();
+}
+}  // namespace
+
 std::optional<std::string> rejected_report(const std::vector<Signature>& sigs) {
     std::vector<int> failing;
     for (std::size_t r = 0; r < sigs.size(); ++r) {
         if (!sigs[r].failure_type.empty()) failing.push_back(static_cast<int>(r));
     }
     if (failing.empty()) return std::nullopt;
-    std::string report = fmt::format(
-        "Cannot run `{}` #{}: {} could not start it, so no process did (no data was exchanged; every process raises "
-        "this error).\n\nFailures:\n",
-        op_name(sigs[static_cast<std::size_t>(failing.front())].op),
-        sigs[static_cast<std::size_t>(failing.front())].sequence, processes_text(failing));
-    for (const int r : failing) {
-        const Signature& s = sigs[static_cast<std::size_t>(r)];
-        report += fmt::format("  - Process {}: {}: {}\n", r, s.failure_type, s.failure);
+    const Signature& first = sigs[static_cast<std::size_t>(failing.front())];
+    std::string report;
+    if (const std::string type = shared_failure_type(sigs); !type.empty()) {
+        // One error of one type on every process: the messages, grouped (usually one line).
+        std::vector<std::string> messages;
+        for (const auto& s : sigs) messages.push_back(s.failure);
+        report = fmt::format(
+            "Cannot run `{}` #{}: every process raised {} checking its own arguments or allocating its result, so no "
+            "process started it "
+            "(no data was exchanged; every process raises this error).\n\nFailures:\n{}",
+            op_name(first.op), first.sequence, type, grouped_by_value(messages));
+    } else {
+        report = fmt::format(
+            "Cannot run `{}` #{}: {} could not start it, so no process did (no data was exchanged; every process "
+            "raises this error).\n\nFailures:\n",
+            op_name(first.op), first.sequence, processes_text(failing));
+        for (const int r : failing) {
+            const Signature& s = sigs[static_cast<std::size_t>(r)];
+            report += fmt::format("  - Process {}: {}: {}\n", r, s.failure_type, s.failure);
+        }
     }
     std::vector<std::string> sites;
     for (const auto& s : sigs) {
@@ -310,6 +334,30 @@ std::optional<std::string> rejected_report(const std::vector<Signature>& sigs) {
     report += "Calls:\n" + grouped_by_value(sites);
     return report;
 }
+
+void throw_shared_failure(const std::vector<Signature>& sigs, const std::string& report,
+                          const std::exception_ptr& error) {
+    const std::string type = shared_failure_type(sigs);
+    if (type == "ShapeError") throw ShapeError(report);
+    if (type == "DTypeError") throw DTypeError(report);
+    if (type == "DeviceError") throw DeviceError(report);
+    if (type == "InvalidArgumentError") throw InvalidArgumentError(report);
+    if (type == "ReadOnlyError") throw ReadOnlyError(report);
+    if (type == "UnsupportedError") throw UnsupportedError(report);
+    if (type == "OutOfMemoryError" && error) {
+        // Its numbers are this process's own, so its message is too; the report goes to the log.
+        try {
+            std::rethrow_exception(error);
+        } catch (const OutOfMemoryError& e) {
+            throw OutOfMemoryError(e.device(), e.requested_bytes(), e.stats(),
+                                   fmt::format("every process ran out of memory for `{}` #{}, so no process started "
+                                               "it (no data was exchanged)",
+                                               op_name(sigs.front().op), sigs.front().sequence));
+        } catch (...) {
+        }
+    }
+}
+
 }  // namespace detail
 
 CallRejectedError::CallRejectedError(std::string message, std::vector<Failure> failures)

@@ -9,6 +9,7 @@
 #include <lockstep/signature.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,5 +58,13 @@ struct LocalFailure {
 
 // The report for a call that some process could not start, nullopt when none failed.
 [[nodiscard]] std::optional<std::string> rejected_report(const std::vector<Signature>& signatures);
+
+// When every process failed the call with the same type of error, throws that type with `report`, so that the type a
+// program catches for an error every process sees is the same with debug mode on or off (a CallRejectedError is for
+// failures that differ). Returns when the types differ, some process did not fail, or the type is one it cannot
+// raise again (an Error of another kind, a standard exception). An OutOfMemoryError keeps this process's numbers
+// (`error`, what this process threw) and says that every process ran out.
+void throw_shared_failure(const std::vector<Signature>& signatures, const std::string& report,
+                          const std::exception_ptr& error);
 
 }  // namespace lockstep::detail

@@ -87,8 +87,8 @@ public:
     // For layers above that check their own arguments first (the C interface): joins a collective that this process
     // cannot make, because its arguments failed those checks with `error` (an exception of lockstep's types). In
     // debug mode every rank then throws the same CallRejectedError naming this process, just as when the collective's
-    // own checks fail; otherwise this process rethrows `error`. Pass what the call would have had, so that the other
-    // ranks' signatures compare with it.
+    // own checks fail (or, when every process failed with the same type of error, that type); otherwise this process
+    // rethrows `error`. Pass what the call would have had, so that the other ranks' signatures compare with it.
     [[noreturn]] void reject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
                                   std::exception_ptr error, CallSite site = {});
 

@@ -66,7 +66,8 @@ private:
 // A collective that some process could not start: an invalid argument or tensor, or no memory for its result. In
 // debug mode every rank throws this same error before any payload moves, naming each failing process, the type of its
 // error and its message; without debug mode the failing process throws its own error alone (and the others wait until
-// the watchdog reports them).
+// the watchdog reports them). When every process failed with the same type of error, every rank throws that type
+// instead (ShapeError, DTypeError, ...), as each would without debug mode: this one is for failures that differ.
 class LOCKSTEP_API CallRejectedError : public DistributedOperationError {
 public:
     struct Failure {

@@ -35,13 +35,7 @@ Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site
             t.check_defined("allgather_into");
             out.check_defined("allgather_into");
             out.check_writable("allgather_into");
-            if (!detail::has_scaled_shape(out.shape(), t, impl_->size, 1) || out.dtype() != t.dtype() ||
-                out.device() != t.device()) {
-                throw ShapeError(fmt::format("allgather_into: the output must be {}{} {} for input {} on {}; got {}",
-                                             dtype_name(t.dtype()), shape_str(detail::stacked_shape(t, impl_->size)),
-                                             t.device().str(), t.str(),
-                                             detail::count_text(impl_->size, "process", "processes"), out.str()));
-            }
+            detail::check_output(out, t, impl_->size, 1, impl_->size, "allgather_into");
         },
         [&] { allgather_payload(*impl_, t, out); });
     return out;

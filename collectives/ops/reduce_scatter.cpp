@@ -46,13 +46,7 @@ Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp
                     "for float16 and bfloat16",
                     t.str()));
             }
-            if (!detail::has_scaled_shape(out.shape(), t, 1, impl_->size) || out.dtype() != t.dtype() ||
-                out.device() != t.device()) {
-                throw ShapeError(
-                    fmt::format("reduce_scatter_into: the output must be {}{} {} for input {} on {}; got {}",
-                                dtype_name(t.dtype()), shape_str(detail::split_shape(t, impl_->size)), t.device().str(),
-                                t.str(), detail::count_text(impl_->size, "process", "processes"), out.str()));
-            }
+            detail::check_output(out, t, 1, impl_->size, impl_->size, "reduce_scatter_into");
         },
         [&] {
             reduce_scatter_payload(*impl_, t, out, op);

@@ -301,6 +301,128 @@ BOOST_AUTO_TEST_CASE(running_out_of_memory_on_one_rank_rejects_the_call_on_every
     comm().set_debug(false);
 }
 
+namespace {
+// Runs fn and returns the message of the E it throws; fails the test if fn throws a CallRejectedError, anything else,
+// or nothing.
+template <typename E>
+std::string raised(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const CallRejectedError& e) {
+        BOOST_ERROR("a CallRejectedError instead of the type every rank failed with, on rank " << R() << ": "
+                                                                                               << e.what());
+        return {};
+    } catch (const E& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        BOOST_ERROR("another error on rank " << R() << ": " << e.what());
+        return {};
+    }
+    BOOST_ERROR("no error on rank " << R());
+    return {};
+}
+}  // namespace
+
+// The type a program catches for an error every rank sees does not depend on debug mode: what every rank failed with
+// is raised on every rank, with one message that says so.
+BOOST_AUTO_TEST_CASE(an_error_every_rank_sees_is_raised_as_its_own_type_on_every_rank) {
+    comm().set_debug(true);
+    const int n = N();
+    const std::string all = "Processes 0-" + std::to_string(n - 1) + ": ";
+    const Tensor ints = Tensor::ones({4}, DType::Int32);
+    long calls = mpi_calls;
+    std::string msg = raised<DTypeError>([&] { (void)comm().allreduce(ints, ReduceOp::Mean); });
+    BOOST_TEST(mpi_calls - calls == 1);  // the signature exchange, and no payload
+    BOOST_TEST(contains(msg, "Cannot run `lockstep::allreduce`"), msg);
+    BOOST_TEST(contains(msg, "every process raised DTypeError checking its own arguments"), msg);
+    BOOST_TEST(contains(msg, all + "lockstep::allreduce: the mean of int32[4] cpu is not defined"), msg);
+    BOOST_TEST(contains(msg, "no data was exchanged"), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    Tensor in_place = ints.clone();
+    msg = raised<DTypeError>([&] { comm().allreduce_(in_place, ReduceOp::Mean); });
+    BOOST_TEST(same_on_every_rank(msg));
+    msg = raised<DTypeError>([&] { (void)comm().reduce(ints, ReduceOp::Mean, n - 1); });
+    BOOST_TEST(same_on_every_rank(msg));
+
+    // Every rank's output is wrong, each in its own way: still one ShapeError, its messages grouped.
+    Tensor gathered = Tensor::zeros({n * 2 + 1 + R(), 3});
+    msg = raised<ShapeError>([&] { comm().allgather_into(Tensor::ones({2, 3}), gathered); });
+    BOOST_TEST(contains(msg, "every process raised ShapeError"), msg);
+    BOOST_TEST(contains(msg, "  - Process " + std::to_string(n - 1) + ": allgather_into: the output must be"), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    Tensor wrong_dtype = Tensor::zeros({n * 2, 3}, DType::Int64);
+    msg = raised<DTypeError>([&] { comm().allgather_into(Tensor::ones({2, 3}), wrong_dtype); });
+    BOOST_TEST(same_on_every_rank(msg));
+
+    // Read-only everywhere, a 0-d tensor to gather_uneven, a dimension out of range, a reduce op outside the enum.
+    std::vector<float> values(4, 1.0f);
+    Tensor read_only = Tensor::from_blob(values.data(), {4}, DType::Float32, Device::cpu(), {}, /*read_only=*/true);
+    msg = raised<ReadOnlyError>([&] { comm().allreduce_(read_only); });
+    BOOST_TEST(contains(msg, all + "allreduce_: "), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+    msg = raised<ShapeError>([&] { (void)comm().gather_uneven(Tensor::ones({})); });
+    BOOST_TEST(same_on_every_rank(msg));
+    msg = raised<InvalidArgumentError>([&] { (void)comm().pad_across_processes(Tensor::ones({2}), 3); });
+    BOOST_TEST(same_on_every_rank(msg));
+    msg = raised<InvalidArgumentError>([&] { (void)comm().allreduce(Tensor::ones({2}), static_cast<ReduceOp>(9)); });
+    BOOST_TEST(same_on_every_rank(msg));
+    // A layer above whose own check failed on every rank (Communicator::reject_call).
+    msg = raised<InvalidArgumentError>([&] {
+        comm().reject_call(OpKind::Allreduce, nullptr, -1, ReduceOp::Sum,
+                           std::make_exception_ptr(InvalidArgumentError("int16 has no lockstep dtype")));
+    });
+    BOOST_TEST(contains(msg, all + "int16 has no lockstep dtype"), msg);
+    BOOST_TEST(same_on_every_rank(msg));
+
+    // The ranks are still in step.
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(n));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(running_out_of_memory_on_every_rank_is_an_out_of_memory_error_on_every_rank) {
+    comm().set_debug(true);
+    const Tensor big = Tensor::ones({1 << 20});  // 4 MiB: its result cannot be allocated under a 1 MiB cap
+    Allocator& host = allocator_for(Device::cpu());
+    const auto previous = host.stats().limit_bytes;
+    host.empty_cache();
+    host.set_limit(host.stats().allocated_bytes + (std::size_t{1} << 20));
+    const std::string msg = raised<OutOfMemoryError>([&] { (void)comm().allreduce(big); });
+    host.set_limit(previous);
+    BOOST_TEST(contains(msg, "every process ran out of memory for `lockstep::allreduce`"), msg);
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
+
+BOOST_AUTO_TEST_CASE(failures_that_differ_between_ranks_stay_a_call_rejected_error) {
+    comm().set_debug(true);
+    const int last = N() - 1;
+    // Every rank fails, but not with the same type: the last rank's mean of int32 (DTypeError) against the others'
+    // undefined tensor (InvalidArgumentError).
+    const Tensor ints = Tensor::ones({4}, DType::Int32);
+    try {
+        (void)comm().allreduce(R() == last ? ints : Tensor{}, ReduceOp::Mean);
+        BOOST_ERROR("no error on rank " << R());
+    } catch (const CallRejectedError& e) {
+        BOOST_TEST(e.failures().size() == static_cast<std::size_t>(N()));
+        const std::string msg = e.what();
+        BOOST_TEST(contains(msg, "Process " + std::to_string(last) + ": DTypeError: lockstep::allreduce: the mean of"),
+                   msg);
+        BOOST_TEST(contains(msg, "Process 0: InvalidArgumentError: "), msg);
+        BOOST_TEST(same_on_every_rank(msg));
+    }
+    // One rank fails, the others could run the call.
+    try {
+        (void)comm().allreduce(R() == last ? ints : ops::cast(ints, DType::Float32), ReduceOp::Mean);
+        BOOST_ERROR("no error on rank " << R());
+    } catch (const CallRejectedError& e) {
+        BOOST_TEST(e.failures().size() == 1u);
+        BOOST_TEST(e.failures()[0].type == "DTypeError");
+        BOOST_TEST(same_on_every_rank(e.what()));
+    }
+    BOOST_TEST(comm().allreduce(Tensor::ones({2})).to_vector<float>()[0] == static_cast<float>(N()));
+    comm().set_debug(false);
+}
+
 BOOST_AUTO_TEST_CASE(a_skipped_loop_step_is_caught_at_the_next_call_with_steps_set) {
     comm().set_debug(true);
     Communicator sub = comm().dup();
