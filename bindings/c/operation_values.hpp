@@ -36,8 +36,12 @@ inline constexpr CollectiveValue collective_values[] = {
     {OpKind::Recv, no_collective_value},                // point to point: lockstep_recv
 };
 
-// One more than the largest C value: the C values are 0 to collective_value_count - 1.
-inline constexpr lockstep_collective_t collective_value_count = LOCKSTEP_COLLECTIVE_GATHER_UNEVEN + 1;
+// How many rows have a C value; the values are 0 to collective_value_count - 1 (checked below).
+inline constexpr lockstep_collective_t collective_value_count = [] {
+    lockstep_collective_t n = 0;
+    for (const CollectiveValue& row : collective_values) n += row.value != no_collective_value ? 1 : 0;
+    return n;
+}();
 
 struct ReduceOpValue {
     ReduceOp op;
