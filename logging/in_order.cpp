@@ -215,20 +215,21 @@ struct CallDescription {
 void wait_for(MPI_Request& request, InOrderState& state, double timeout, const CallDescription& call) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    auto pause = std::chrono::microseconds(0);
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
         int done = 0;
         LOCKSTEP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
         if (done != 0) return;
         const double waited = std::chrono::duration<double>(clock::now() - start).count();
         if (timeout > 0 && waited >= timeout) break;
-        // Short waits stay short; a long one costs little CPU.
-        if (pause.count() == 0) {
+        // The first millisecond polls as a blocking call would (a record's usual wait is a few microseconds); after
+        // it, sleeps growing to a millisecond keep a long wait cheap.
+        if (waited < 1e-3) {
             std::this_thread::yield();
         } else {
             std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::microseconds(1000));
         }
-        pause = std::min(pause + std::chrono::microseconds(10), std::chrono::microseconds(1000));
     }
     state.abandoned = true;
     std::string what = call.own ? fmt::format("\"{}\"", call.own->message.substr(0, 120)) : "filtered on this rank";
