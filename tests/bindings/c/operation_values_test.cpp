@@ -50,11 +50,18 @@ BOOST_AUTO_TEST_CASE(the_frozen_values_name_their_operations) {
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_BARRIER), "barrier") == 0);
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_REDUCE_SCATTER), "reduce_scatter") == 0);
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_GATHER_UNEVEN), "gather_uneven") == 0);
-    BOOST_TEST(operation_info(OpKind::Broadcast).rooted);
-    BOOST_TEST(!operation_info(OpKind::Allreduce).rooted);
-    BOOST_TEST(!operation_info(OpKind::Send).rooted);  // a peer, not a root
-    BOOST_TEST(operation_info(OpKind::ReduceScatter).reduces);
-    BOOST_TEST(!operation_info(OpKind::Gather).reduces);
+    // The funnel refuses root -1 for exactly these (a send's or recv's peer is not a root), and the C interface
+    // passes a reduce op for exactly these.
+    for (std::size_t i = 0; i < operation_count; ++i) {
+        const auto op = static_cast<OpKind>(i);
+        BOOST_TEST_CONTEXT(op_name(op)) {
+            BOOST_TEST(operation_info(op).rooted == (op == OpKind::Broadcast || op == OpKind::Reduce ||
+                                                     op == OpKind::Gather || op == OpKind::Scatter));
+            BOOST_TEST(operation_info(op).reduces ==
+                       (op == OpKind::Reduce || op == OpKind::Allreduce || op == OpKind::ReduceScatter));
+            BOOST_TEST(operation_info(op).point_to_point == (op == OpKind::Send || op == OpKind::Recv));
+        }
+    }
     BOOST_TEST(operation_info(static_cast<OpKind>(operation_count)).name == "lockstep::unknown");
 }
 
