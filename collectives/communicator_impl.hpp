@@ -120,8 +120,7 @@ struct alignas(64) Communicator::Impl {
         } else {
             prepare();
         }
-        const bool rooted = call.op == OpKind::Broadcast || call.op == OpKind::Reduce || call.op == OpKind::Gather ||
-                            call.op == OpKind::Scatter;
+        const bool rooted = detail::traits(call.op).rooted();
         if (call.root >= size || (call.root < 0 && (call.root != -1 || rooted))) {
             throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {}",
                                                    op_name(call.op), call.root,

@@ -21,6 +21,11 @@ std::string_view op_name(OpKind op) noexcept {
     return detail::traits(op).name;
 }
 
+OperationInfo operation_info(OpKind op) noexcept {
+    const detail::OpTraits& t = detail::traits(op);
+    return {t.name, t.rooted(), t.has_reduce_op, t.point_to_point};
+}
+
 std::string_view reduce_op_name(ReduceOp op) noexcept {
     const auto i = static_cast<std::size_t>(op);
     return i < detail::reduce_op_table.size() ? detail::reduce_op_table[i].name : "unknown";

@@ -1,6 +1,9 @@
 #pragma once
-// The one table of operations and the one table of reduce ops (internal): names, which fields of a call the
-// signature check compares, and how a reduce op maps to MPI. Everything else asks these tables.
+// The one table of operations and the one table of reduce ops (internal): names, which operations take a root and a
+// reduce op, which fields of a call the signature check compares, and how a reduce op maps to MPI. Everything else
+// asks these tables: the funnel (communicator_impl.hpp's root check), the signature (signature.cpp), the watchdog
+// (call_info.hpp's point_to_point), and, through lockstep::operation_info (lockstep/operation.hpp), the C interface,
+// whose frozen values are tied to these rows at compile time (bindings/c/operation_values.hpp).
 
 #include <lockstep/dtype.hpp>
 #include <lockstep/operation.hpp>
@@ -19,9 +22,12 @@ struct OpTraits {
     bool has_root;        // the root (or, for send/recv, the peer) must agree
     bool has_reduce_op;   // the reduce op must agree
     bool point_to_point;  // send/recv: on the point-to-point board, not signature-checked
+
+    // Takes a root that must be a rank of the communicator (-1, "none", is refused): the rooted collectives.
+    [[nodiscard]] constexpr bool rooted() const noexcept { return has_root && !point_to_point; }
 };
 
-inline constexpr std::array<OpTraits, 13> op_table = {{
+inline constexpr std::array<OpTraits, operation_count> op_table = {{
     {OpKind::Barrier, "lockstep::barrier", false, false, false},
     {OpKind::Broadcast, "lockstep::broadcast", true, false, false},
     {OpKind::Reduce, "lockstep::reduce", true, true, false},
@@ -50,7 +56,7 @@ struct ReduceOpTraits {
     std::string_view name;
 };
 
-inline constexpr std::array<ReduceOpTraits, 5> reduce_op_table = {{
+inline constexpr std::array<ReduceOpTraits, reduce_op_count> reduce_op_table = {{
     {ReduceOp::Sum, "sum"},
     {ReduceOp::Prod, "prod"},
     {ReduceOp::Max, "max"},

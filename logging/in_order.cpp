@@ -11,6 +11,14 @@
 // messages never match anyone else's. It is cached as an attribute of the communicator whose lifetime bounds it: the
 // Runtime's own, which Runtime::finalize frees, or MPI_COMM_SELF for the world, whose attributes MPI_Finalize deletes
 // first, while MPI still works. The attribute's delete callback frees the duplicate.
+//
+// The gather is collective over the job but is not a Communicator collective: logging sits below collectives (which
+// report through it), so it has no debug-mode signature and no watchdog board. What protects it instead: its own
+// communicator (its messages never match a collective's), every rank joining whatever its level, and a time limit on
+// each of its two steps (the runtime's timeout, the watchdog's, 600 s by default; 0: none). The steps are
+// nonblocking and polled, and a rank still waiting at the limit (rank 0, when another rank skipped the call) raises a
+// TimeoutError naming the record, instead of waiting silently; its later in-order records are then written at once,
+// not in rank order, since the abandoned gather can never be matched again.
 
 #include "emission.hpp"
 
@@ -20,11 +28,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <span>
+#include <thread>
 
 namespace lockstep {
 
@@ -115,6 +125,8 @@ struct InOrderState {
     std::mutex
         mutex;  // one in-order call at a time per process: its two collectives must not interleave with another's
     int keyval = MPI_KEYVAL_INVALID;
+    std::uint64_t calls = 0;  // in-order calls made by this process, to name one in an error
+    bool abandoned = false;   // a gather timed out: the logging communicator can no longer be used
 };
 InOrderState& in_order_state() {
     static InOrderState state;
@@ -168,20 +180,66 @@ MPI_Comm logging_communicator(InOrderState& state) {
     return logging;
 }
 
-void emit_without_mpi(const std::string& logger, LogLevel level, std::optional<std::string> message) {
+void emit_locally(const std::string& logger, LogLevel level, std::optional<std::string> message, const char* why) {
     std::optional<LogRecord> record;
     if (message) record = detail::local_record(level, logger, std::move(*message));
-    if (record && record->size > 1) {
-        get_logger("lockstep.logging")
-            .warning_once(
-                "in-order records need MPI, which is not running (the runtime is not initialised yet, or MPI has "
-                "been finalised): each rank writes its own in-order records at once, and they are not in rank order");
-    }
+    if (record && record->size > 1) get_logger("lockstep.logging").warning_once("{}", why);
     if (record) {
         auto block = std::make_shared<LogBlock>();
         block->push_back(std::move(*record));
         detail::push_log_block(std::move(block), log_route::console | log_route::rank_file);
     }
+}
+
+constexpr const char* without_mpi =
+    "in-order records need MPI, which is not running (the runtime is not initialised yet, or MPI has been "
+    "finalised): each rank writes its own in-order records at once, and they are not in rank order";
+constexpr const char* after_timeout =
+    "an in-order record timed out waiting for the other ranks (see the error above): each rank now writes its own "
+    "in-order records at once, and they are not in rank order";
+
+// The limit on each step of the gather: the runtime's collective timeout, or the default one without a runtime.
+double gather_timeout() {
+    return Runtime::initialized() ? Runtime::get().config().timeout : Config{}.timeout;
+}
+
+// What an error says about the call that waited.
+struct CallDescription {
+    std::uint64_t number;
+    const std::string& logger;
+    LogLevel level;
+    const std::optional<LogRecord>& own;
+};
+
+// Waits for one step of the gather, polling, until the limit; at the limit marks the state abandoned and throws.
+void wait_for(MPI_Request& request, InOrderState& state, double timeout, const CallDescription& call) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    auto pause = std::chrono::microseconds(10);
+    for (;;) {
+        int done = 0;
+        LOCKSTEP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (done != 0) return;
+        const double waited = std::chrono::duration<double>(clock::now() - start).count();
+        if (timeout > 0 && waited >= timeout) break;
+        // The first millisecond polls as a blocking call would (a record's usual wait is a few microseconds); after
+        // it, sleeps growing to a millisecond keep a long wait cheap.
+        if (waited < 1e-3) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::microseconds(1000));
+        }
+    }
+    state.abandoned = true;
+    std::string what = call.own ? fmt::format("\"{}\"", call.own->message.substr(0, 120)) : "filtered on this rank";
+    throw TimeoutError(fmt::format(
+        "lockstep logging: in-order record {} of this process (logger '{}', {}: {}) waited {} s for the other ranks of "
+        "the job. Every rank must make every in-order call, in the same order, even one its level filters out: a rank "
+        "that skipped this call, or is stuck elsewhere, keeps the others here (this gather is not a collective of a "
+        "Communicator, so the watchdog does not report it). Later in-order records of this process are written at "
+        "once, not in rank order.",
+        call.number, call.logger, log_level_name(call.level), what, timeout));
 }
 
 }  // namespace
@@ -190,11 +248,14 @@ void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) c
     auto& state = in_order_state();
     std::unique_lock lock(state.mutex);
     const MPI_Comm comm = logging_communicator(state);
-    if (comm == MPI_COMM_NULL) {
+    if (comm == MPI_COMM_NULL || state.abandoned) {
+        const char* why = comm == MPI_COMM_NULL ? without_mpi : after_timeout;
         lock.unlock();
-        emit_without_mpi(name(), level, std::move(message));
+        emit_locally(name(), level, std::move(message), why);
         return;
     }
+    const std::uint64_t number = ++state.calls;
+    const double timeout = gather_timeout();
     int rank = 0;
     int size = 1;
     LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -212,7 +273,10 @@ void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) c
     constexpr int writer = 0;
     const int length = static_cast<int>(payload.size());
     std::vector<int> lengths(rank == writer ? static_cast<std::size_t>(size) : 0);
-    LOCKSTEP_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, writer, comm));
+    const CallDescription call{number, name(), level, own};
+    MPI_Request request = MPI_REQUEST_NULL;
+    LOCKSTEP_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, writer, comm, &request));
+    wait_for(request, state, timeout, call);
     std::vector<int> offsets(lengths.size());
     std::vector<char> gathered;
     if (rank == writer) {
@@ -223,8 +287,9 @@ void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) c
         }
         gathered.resize(total);
     }
-    LOCKSTEP_MPI_CHECK(MPI_Gatherv(payload.data(), length, MPI_BYTE, gathered.data(), lengths.data(), offsets.data(),
-                                   MPI_BYTE, writer, comm));
+    LOCKSTEP_MPI_CHECK(MPI_Igatherv(payload.data(), length, MPI_BYTE, gathered.data(), lengths.data(), offsets.data(),
+                                    MPI_BYTE, writer, comm, &request));
+    wait_for(request, state, timeout, call);
     lock.unlock();
 
     if (rank == writer) {

@@ -6,6 +6,7 @@
 // call and would otherwise wait). In place means output == input.
 
 #include "c_api_internal.hpp"
+#include "operation_values.hpp"
 
 #include <lockstep/kernels.hpp>
 #include <lockstep/runtime.hpp>
@@ -15,6 +16,7 @@
 #include <mpi.h>
 
 #include <limits>
+#include <string_view>
 
 #if LOCKSTEP_C_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -50,23 +52,6 @@ lockstep_comm_s* adopt(MPI_Comm comm, const lockstep_comm_options_t* options, co
     require_runtime(entry);
     if (comm == MPI_COMM_NULL) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{}: MPI_COMM_NULL", entry));
     return new_comm_handle(std::make_unique<Communicator>(comm, comm_options(options, entry)), false);
-}
-
-std::optional<ReduceOp> reduce_op_of(lockstep_reduce_op_t op) {
-    switch (op) {
-        case LOCKSTEP_SUM:
-            return ReduceOp::Sum;
-        case LOCKSTEP_PROD:
-            return ReduceOp::Prod;
-        case LOCKSTEP_MAX:
-            return ReduceOp::Max;
-        case LOCKSTEP_MIN:
-            return ReduceOp::Min;
-        case LOCKSTEP_MEAN:
-            return ReduceOp::Mean;
-        default:
-            return std::nullopt;
-    }
 }
 
 // The collective's own C-side checks, then the call. A failed check joins the call as a rejection (see the top).
@@ -622,21 +607,34 @@ lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective
                                        lockstep_reduce_op_t reduce_op, const char* message,
                                        const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        static constexpr OpKind kinds[] = {
-            OpKind::Barrier,   OpKind::Broadcast, OpKind::Reduce,        OpKind::Allreduce, OpKind::Gather,
-            OpKind::Allgather, OpKind::Scatter,   OpKind::ReduceScatter, OpKind::Alltoall,  OpKind::GatherUneven};
-        if (collective < 0 || collective > LOCKSTEP_COLLECTIVE_GATHER_UNEVEN) {
+        const std::optional<OpKind> kind = operation_of(collective);
+        if (!kind) {
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
                  fmt::format("lockstep_reject_call: unknown collective {}", collective));
         }
-        const OpKind op = kinds[collective];
-        const bool reduces = op == OpKind::Reduce || op == OpKind::Allreduce || op == OpKind::ReduceScatter;
+        const OpKind op = *kind;
+        const bool reduces = operation_info(op).reduces;
         Communicator& c = communicator(comm, "lockstep_reject_call");
         const CallSite site = begin_call(c, options, "lockstep_reject_call", op, nullptr, root, std::nullopt);
         const std::string text = message != nullptr ? message : "the caller's arguments could not be converted";
         c.reject_call(op, nullptr, root, reduces ? reduce_op_of(reduce_op) : std::nullopt,
                       std::make_exception_ptr(InvalidArgumentError(text)), site);
     });
+}
+
+const char* lockstep_collective_name(lockstep_collective_t collective) {
+    const std::optional<OpKind> op = operation_of(collective);
+    if (!op) return nullptr;
+    // The table's names are literals ("lockstep::allreduce"): the part after the namespace ends with their NUL.
+    constexpr std::string_view prefix = "lockstep::";
+    std::string_view name = operation_info(*op).name;
+    if (name.starts_with(prefix)) name.remove_prefix(prefix.size());
+    return name.data();
+}
+
+const char* lockstep_reduce_op_name(lockstep_reduce_op_t op) {
+    const std::optional<ReduceOp> reduce_op = reduce_op_of(op);
+    return reduce_op ? reduce_op_name(*reduce_op).data() : nullptr;
 }
 
 lockstep_status_t lockstep_send(lockstep_comm_t comm, lockstep_tensor_t tensor, int32_t dest, int32_t tag,

@@ -437,6 +437,11 @@ enum {
 LOCKSTEP_C_API lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective_t collective,
                                                       int32_t root, lockstep_reduce_op_t reduce_op, const char* message,
                                                       const lockstep_call_options_t* options);
+/* The names of the values above, as lockstep's reports and the Python package spell them: "allreduce",
+ * "reduce_scatter", ...; "sum", "prod", "max", "min", "mean". NULL for a value that names none, so that a binding can
+ * list them all by counting up from 0 until NULL. The strings are static. */
+LOCKSTEP_C_API const char* lockstep_collective_name(lockstep_collective_t collective);
+LOCKSTEP_C_API const char* lockstep_reduce_op_name(lockstep_reduce_op_t op);
 /* Point to point (watched by the watchdog, never signature-checked). recv's source may be LOCKSTEP_ANY_SOURCE;
  * *actual_source (may be NULL) receives the sender's rank. */
 #define LOCKSTEP_ANY_SOURCE (-1)

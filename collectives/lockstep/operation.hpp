@@ -3,6 +3,7 @@
 
 #include <lockstep/export.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <source_location>
 #include <string_view>
@@ -27,8 +28,23 @@ enum class OpKind : std::uint8_t {
 };
 [[nodiscard]] LOCKSTEP_API std::string_view op_name(OpKind op) noexcept;  // "lockstep::allreduce", ...
 
+// The rows of the operation table: OpKind values 0 to operation_count - 1. The table's length must equal it (a
+// static_assert), and so must every mapping that layers above keep to their own values (the C interface's), so that a
+// new row without its mapping fails to compile.
+inline constexpr std::size_t operation_count = 13;
+
+// One row of the operation table, as the layers above read it.
+struct OperationInfo {
+    std::string_view name;  // "lockstep::allreduce", "lockstep::unknown" for a value outside the table
+    bool rooted;            // takes a root that must be a rank of the communicator
+    bool reduces;           // takes a reduce op
+    bool point_to_point;    // send/recv: watched, never signature-checked
+};
+[[nodiscard]] LOCKSTEP_API OperationInfo operation_info(OpKind op) noexcept;
+
 enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, Mean };
-[[nodiscard]] LOCKSTEP_API std::string_view reduce_op_name(ReduceOp op) noexcept;  // "sum", ...
+inline constexpr std::size_t reduce_op_count = 5;  // ReduceOp values 0 to reduce_op_count - 1
+[[nodiscard]] LOCKSTEP_API std::string_view reduce_op_name(ReduceOp op) noexcept;  // "sum", ..., "unknown"
 
 // Where a collective was called from, and an optional tag naming it in reports. Taken as a defaulted last argument,
 // so that it records the caller's position.
