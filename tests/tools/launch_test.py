@@ -584,6 +584,14 @@ def case_selftest(lockstep, child, tmp, np):
     check(f"lockstep test on {np} ranks" in p.stdout and " 0 failed" in p.stdout, "the table is printed once")
     check(p.stdout.count("lockstep test on") == 1, "only the main process prints the table")
     check("debug mode catches a shape mismatch" in p.stdout, "the debug-mode check ran")
+    rows = [line.split() for line in p.stdout.splitlines() if line.startswith(("allreduce sum ", "broadcast "))]
+    check(rows and any(r[-2] == "cpu" for r in rows), f"the rows name their device, cpu among them ({rows[:2]})")
+    # Without a CUDA device (none on a machine without /dev/nvidia0), one line says so and no row used CUDA.
+    if not os.path.exists("/dev/nvidia0"):
+        check(p.stdout.count("cuda: skipped (no CUDA device)") == 1, "the CUDA skip is said once")
+        check(not any(r[-2] == "cuda" for r in rows), "no row ran on CUDA without a device")
+    elif "cuda: skipped" not in p.stdout:
+        check(any(r[-2] == "cuda" for r in rows), "with a CUDA device, the checks ran on CUDA tensors too")
 
 
 def main():

@@ -26,7 +26,8 @@ int run(const CommandLine& cl) {
         bool all_passed = false;
         {
             Communicator comm(runtime->comm(), CommunicatorOptions{.debug = false, .timeout = std::nullopt});
-            const auto results = selftest::run_selftest(comm);
+            const selftest::DevicePlan plan = selftest::plan_devices(comm, runtime->device());
+            const auto results = selftest::run_selftest(comm, plan.devices);
             all_passed = std::all_of(results.begin(), results.end(),
                                      [](const selftest::CheckResult& r) { return r.passed() || r.skipped; });
             // Failure details travel only to the rank that saw them; each rank prints its own, the main rank the table.
@@ -36,7 +37,7 @@ int run(const CommandLine& cl) {
                 }
             }
             if (comm.rank() == 0) {
-                std::cout << selftest::render_table(results, comm.size(), colour_wanted(cl.colour));
+                std::cout << selftest::render_table(results, comm.size(), colour_wanted(cl.colour), plan.note);
                 std::cout.flush();
             }
         }
@@ -57,7 +58,8 @@ Subcommand add_test_command(CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "test",
         "Check this installation across the launched ranks: every collective on several dtypes against closed-form "
-        "results, and debug mode catching a deliberate shape mismatch on every rank. Prints a pass/fail table.");
+        "results, and debug mode catching a deliberate shape mismatch on every rank; on host tensors, and again on "
+        "CUDA tensors where every rank has a CUDA device. Prints a pass/fail table with the device of each row.");
     app->footer(
         "Run it under the launcher: lockstep launch -n 2 -- lockstep test\n"
         "Exit status: 0 every check passed, 1 a check failed or the job could not run, 2 usage or config error.");
