@@ -73,6 +73,33 @@ std::vector<int64_t> gathered_shape(const Tensor& input, int32_t size) {
     return shape;
 }
 
+// The output of a collective that allocates one when the caller gives none: the caller's `out` when it is not None;
+// else, where `allocate` (this rank receives a result), a new tensor of shape_of(input) with the input's dtype and
+// device; else no output.
+class Output {
+public:
+    template <typename ShapeOf>
+    Output(const py::object& out, lockstep_tensor_t input, bool allocate, ShapeOf&& shape_of) : out_(out) {
+        if (!out.is_none()) {
+            given_ = to_operand(out, false);
+        } else if (allocate) {
+            Tensor in = borrow(input);
+            created_.emplace(empty_tensor(shape_of(in), in.dtype(), in.device()));
+        }
+    }
+    lockstep_tensor_t handle() const { return created_ ? created_->handle() : given_.handle; }
+    // What the collective returns: the new tensor, or the caller's out.
+    py::object result() {
+        if (created_) return py::cast(std::move(*created_));
+        return out_;
+    }
+
+private:
+    py::object out_;
+    Operand given_;
+    std::optional<Tensor> created_;
+};
+
 }  // namespace
 
 // Communicator.allreduce. The common call, comm.allreduce(array) on a buffer lockstep can take as it is, goes straight
@@ -375,20 +402,12 @@ void bind_communicator(py::module_& m) {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
-                    std::optional<Tensor> created;
-                    Operand output;
-                    if (out.is_none()) {
-                        Tensor in = borrow(input.handle);
-                        created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
-                        output.handle = created->handle();
-                    } else {
-                        output = to_operand(out, false);
-                    }
+                    Output output(out, input.handle, true,
+                                  [&](const Tensor& in) { return gathered_shape(in, c.size()); });
                     run_collective("Communicator.allgather", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_allgather(handle, input.handle, output.handle, o);
+                        return lockstep_allgather(handle, input.handle, output.handle(), o);
                     });
-                    if (created) return py::cast(std::move(*created));
-                    return out;
+                    return output.result();
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
@@ -403,21 +422,14 @@ void bind_communicator(py::module_& m) {
                     lockstep_comm_t handle = c.handle();
                     const bool is_root = c.rank() == root;
                     Operand input = to_operand(x, false);
-                    std::optional<Tensor> created;
-                    Operand output;
-                    if (is_root && out.is_none()) {
-                        Tensor in = borrow(input.handle);
-                        created.emplace(empty_tensor(gathered_shape(in, c.size()), in.dtype(), in.device()));
-                        output.handle = created->handle();
-                    } else if (!out.is_none()) {  // also a non-root's: every rank checks a given output alike
-                        output = to_operand(out, false);
-                    }
+                    // A given output is also a non-root's: every rank checks a given output alike.
+                    Output output(out, input.handle, is_root,
+                                  [&](const Tensor& in) { return gathered_shape(in, c.size()); });
                     run_collective("Communicator.gather", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_gather(handle, input.handle, output.handle, root, o);
+                        return lockstep_gather(handle, input.handle, output.handle(), root, o);
                     });
                     if (!is_root) return py::none();
-                    if (created) return py::cast(std::move(*created));
-                    return out;
+                    return output.result();
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
@@ -448,23 +460,16 @@ void bind_communicator(py::module_& m) {
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
                     Operand input = to_operand(x, false);
-                    std::optional<Tensor> created;
-                    Operand output;
-                    if (out.is_none()) {
-                        Tensor in = borrow(input.handle);
+                    Output output(out, input.handle, true, [&](const Tensor& in) {
                         std::vector<int64_t> shape = in.shape();
                         // A first dimension the size does not divide is left for the library to report, on every rank.
                         if (!shape.empty()) shape[0] /= c.size();
-                        created.emplace(empty_tensor(shape, in.dtype(), in.device()));
-                        output.handle = created->handle();
-                    } else {
-                        output = to_operand(out, false);
-                    }
-                    run_collective("Communicator.reduce_scatter", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_reduce_scatter(handle, input.handle, output.handle, reduce_op, o);
+                        return shape;
                     });
-                    if (created) return py::cast(std::move(*created));
-                    return out;
+                    run_collective("Communicator.reduce_scatter", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_reduce_scatter(handle, input.handle, output.handle(), reduce_op, o);
+                    });
+                    return output.result();
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
@@ -475,20 +480,11 @@ void bind_communicator(py::module_& m) {
                 return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
-                    std::optional<Tensor> created;
-                    Operand output;
-                    if (out.is_none()) {
-                        Tensor in = borrow(input.handle);
-                        created.emplace(empty_tensor(in.shape(), in.dtype(), in.device()));
-                        output.handle = created->handle();
-                    } else {
-                        output = to_operand(out, false);
-                    }
+                    Output output(out, input.handle, true, [](const Tensor& in) { return in.shape(); });
                     run_collective("Communicator.alltoall", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_alltoall(handle, input.handle, output.handle, o);
+                        return lockstep_alltoall(handle, input.handle, output.handle(), o);
                     });
-                    if (created) return py::cast(std::move(*created));
-                    return out;
+                    return output.result();
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
