@@ -1,0 +1,552 @@
+#include "communicator.hpp"
+
+#include "call_site.hpp"
+#include "collective_call.hpp"
+#include "conversion.hpp"
+#include "operand.hpp"
+#include "tensor.hpp"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lockstep_python {
+
+Communicator& to_communicator(py::handle value, const Argument& where) {
+    if (!py::isinstance<Communicator>(value)) raise_type(value, where, "a lockstep.Communicator");
+    return value.cast<Communicator&>();
+}
+
+namespace {
+
+py::object world_communicator() {
+    ensure_init();
+    if (g_world != nullptr && py::handle(g_world).cast<const Communicator&>().freed()) {
+        Py_DECREF(g_world);  // the caller freed the world handle: a new one
+        g_world = nullptr;
+    }
+    if (g_world == nullptr) {
+        lockstep_comm_t handle = nullptr;
+        check(lockstep_comm_world(&handle));
+        g_world = py::cast(Communicator(handle)).release().ptr();
+    }
+    return py::reinterpret_borrow<py::object>(g_world);
+}
+
+py::object communicator_or_none(lockstep_comm_t handle) {
+    if (handle == nullptr) return py::none();
+    return py::cast(Communicator(handle));
+}
+
+lockstep_comm_options_t comm_options(const char* function, const py::object& debug, const py::object& timeout,
+                                     const py::object& shared_memory) {
+    lockstep_comm_options_t options = LOCKSTEP_COMM_OPTIONS_INIT;
+    if (const auto on = to_optional_bool(debug, {function, "debug"})) options.debug = *on ? 1 : 0;
+    if (const auto seconds = to_optional_double(timeout, {function, "timeout"})) options.timeout = *seconds;
+    if (const auto on = to_optional_bool(shared_memory, {function, "shared_memory"}))
+        options.shared_memory = *on ? 1 : 0;
+    return options;
+}
+
+py::object communicator_from_fortran(const char* function, int64_t fortran_handle, const py::object& debug,
+                                     const py::object& timeout, const py::object& shared_memory) {
+    ensure_init();
+    const lockstep_comm_options_t options = comm_options(function, debug, timeout, shared_memory);
+    lockstep_comm_t handle = nullptr;
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = lockstep_comm_from_fortran(fortran_handle, &options, &handle);
+    }
+    check(status);
+    return communicator_or_none(handle);
+}
+
+// The shape [size * d0, ...] of a gather's result (a 0-d input gives [size]).
+std::vector<int64_t> gathered_shape(const Tensor& input, int32_t size) {
+    std::vector<int64_t> shape = input.shape();
+    if (shape.empty()) return {size};
+    shape[0] *= size;
+    return shape;
+}
+
+// The output of a collective that allocates one when the caller gives none: the caller's `out` when it is not None;
+// else, where `allocate` (this rank receives a result), a new tensor of shape_of(input) with the input's dtype and
+// device; else no output.
+class Output {
+public:
+    template <typename ShapeOf>
+    Output(const py::object& out, lockstep_tensor_t input, bool allocate, ShapeOf&& shape_of) : out_(out) {
+        if (!out.is_none()) {
+            given_ = to_operand(out, false);
+        } else if (allocate) {
+            Tensor in = borrow(input);
+            created_.emplace(empty_tensor(shape_of(in), in.dtype(), in.device()));
+        }
+    }
+    lockstep_tensor_t handle() const { return created_ ? created_->handle() : given_.handle; }
+    // What the collective returns: the new tensor, or the caller's out.
+    py::object result() {
+        if (created_) return py::cast(std::move(*created_));
+        return out_;
+    }
+
+private:
+    py::object out_;
+    Operand given_;
+    std::optional<Tensor> created_;
+};
+
+}  // namespace
+
+// Communicator.allreduce. The common call, comm.allreduce(array) on a buffer lockstep can take as it is, goes straight
+// to the C call: pybind11's general argument handling costs about as much as a small allreduce. Anything else (other
+// arguments, keywords, a DLPack object, a buffer that needs a rejection) takes the general path,
+// Communicator._allreduce_general, which behaves the same.
+// The Communicator of `self` without pybind11's type lookup (a Python subclass takes pybind11's way).
+static const py::detail::type_info* g_communicator_type = nullptr;
+
+static Communicator* communicator_of(PyObject* self) noexcept {
+    if (g_communicator_type != nullptr && Py_TYPE(self) == g_communicator_type->type) {
+        auto holder = reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder(g_communicator_type, false);
+        return holder ? static_cast<Communicator*>(holder.value_ptr()) : nullptr;
+    }
+    try {
+        return &py::cast<Communicator&>(py::handle(self));
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                            PyObject* kwnames) {
+    if (nargs == 1 && kwnames == nullptr && PyObject_CheckBuffer(args[0]) != 0) {
+        Communicator* c = communicator_of(self);
+        Py_buffer view;
+        if (c != nullptr && c->usable() && PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+            const std::optional<lockstep_dtype_t> dtype = dtype_of_format(view.format, view.itemsize);
+            lockstep_tensor_t handle = nullptr;
+            if (dtype && view.ndim <= 8 && lockstep_is_initialized() != 0) {
+                try {
+                    handle = cached_handle(view, *dtype);
+                } catch (...) {
+                    handle = nullptr;
+                }
+            }
+            if (handle != nullptr) {
+                lockstep_status_t status;
+                {
+                    CallOptions options(std::nullopt, std::nullopt);
+                    ++g_calls_entered;
+                    PyThreadState* saved = PyEval_SaveThread();
+                    status = lockstep_allreduce(c->usable_handle(), handle, handle, LOCKSTEP_SUM, options.get());
+                    PyEval_RestoreThread(saved);
+                }
+                PyBuffer_Release(&view);
+                if (status != LOCKSTEP_OK) {
+                    set_python_error(StatusError{status, last_error_text(status)});
+                    return nullptr;
+                }
+                Py_INCREF(args[0]);
+                return args[0];
+            }
+            PyBuffer_Release(&view);
+        } else if (c != nullptr && c->usable()) {
+            PyErr_Clear();  // the general path asks again and reports the buffer's own error
+        }
+    }
+    PyObject* general = PyObject_GetAttrString(self, "_allreduce_general");
+    if (general == nullptr) return nullptr;
+    PyObject* result = PyObject_Vectorcall(general, args, static_cast<size_t>(nargs), kwnames);
+    Py_DECREF(general);
+    return result;
+}
+
+PyMethodDef communicator_allreduce_def = {
+    "allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&communicator_allreduce)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "allreduce(x, op='sum', out=None, *, tag=None, stream=None): the reduction of x over every rank, in place in "
+    "x's memory (or into out); returns x (or out)."};
+
+void bind_communicator(py::module_& m) {
+    py::class_<Communicator> comm(m, "Communicator", "A lockstep communicator: every collective runs on it.");
+    comm.def_static("world", &world_communicator, "The communicator over every process of the runtime.")
+        .def_static(
+            "from_fortran",
+            [](py::object handle, py::object debug, py::object timeout, py::object shared_memory) {
+                constexpr const char* where = "Communicator.from_fortran";
+                return communicator_from_fortran(where, to_integer<int64_t>(handle, {where, "handle"}), debug, timeout,
+                                                 shared_memory);
+            },
+            py::arg("handle"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
+            py::arg("shared_memory") = py::none(),
+            "A communicator over a duplicate of an MPI communicator given by its Fortran handle (collective).")
+        .def_static(
+            "from_mpi4py",
+            [](py::object mpi4py_comm, py::object debug, py::object timeout, py::object shared_memory) {
+                // Comm.py2f() is MPI_Comm_c2f of mpi4py's handle, in the MPI that mpi4py and lockstep share.
+                constexpr const char* where = "Communicator.from_mpi4py";
+                ensure_init();
+                if (!py::hasattr(mpi4py_comm, "py2f"))
+                    raise_type(mpi4py_comm, {where, "comm"}, "an mpi4py communicator");
+                const auto handle = to_integer<int64_t>(mpi4py_comm.attr("py2f")(), {where, "comm.py2f()"});
+                return communicator_from_fortran(where, handle, debug, timeout, shared_memory);
+            },
+            py::arg("comm"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
+            py::arg("shared_memory") = py::none(),
+            "A communicator over a duplicate of an mpi4py communicator (collective over it).")
+        .def_property_readonly("rank", &Communicator::rank)
+        .def_property_readonly("size", &Communicator::size)
+        .def_property_readonly("freed", &Communicator::freed)
+        .def_property(
+            "debug",
+            [](const Communicator& c) {
+                int32_t on = 0;
+                check(lockstep_comm_get_debug(c.handle(), &on));
+                return on != 0;
+            },
+            [](Communicator& c, py::object on) {
+                const bool value = to_bool(on, {"Communicator.debug", "the value"});
+                check(lockstep_comm_set_debug(c.handle(), value ? 1 : 0));
+            })
+        .def_property_readonly("timeout",
+                               [](const Communicator& c) {
+                                   double seconds = 0;
+                                   check(lockstep_comm_get_timeout(c.handle(), &seconds));
+                                   return seconds;
+                               })
+        .def_property_readonly("fortran_handle",
+                               [](const Communicator& c) {
+                                   int64_t handle = 0;
+                                   check(lockstep_comm_fortran_handle(c.handle(), &handle));
+                                   return handle;
+                               })
+        .def_property_readonly("_handle", [](const Communicator& c) { return reinterpret_cast<uintptr_t>(c.handle()); })
+        .def(
+            "set_step",
+            [](Communicator& c, py::object step) {
+                const auto value = to_integer<uint64_t>(step, {"Communicator.set_step", "step"});
+                check(lockstep_comm_set_step(c.handle(), value));
+            },
+            py::arg("step"))
+        .def(
+            "split",
+            [](Communicator& c, py::object color, py::object key_object) {
+                const int32_t colour = to_optional_integer<int32_t>(color, {"Communicator.split", "color"})
+                                           .value_or(LOCKSTEP_UNDEFINED_COLOR);
+                const auto key = to_integer<int32_t>(key_object, {"Communicator.split", "key"});
+                lockstep_comm_t handle = c.handle();
+                lockstep_comm_t out = nullptr;
+                lockstep_status_t status;
+                {
+                    py::gil_scoped_release release;
+                    status = lockstep_comm_split(handle, colour, key, &out);
+                }
+                check(status);
+                return communicator_or_none(out);
+            },
+            py::arg("color"), py::arg("key") = 0)
+        .def("dup",
+             [](Communicator& c) {
+                 lockstep_comm_t handle = c.handle();
+                 lockstep_comm_t out = nullptr;
+                 lockstep_status_t status;
+                 {
+                     py::gil_scoped_release release;
+                     status = lockstep_comm_dup(handle, &out);
+                 }
+                 check(status);
+                 return communicator_or_none(out);
+             })
+        .def(
+            "create_group",
+            [](Communicator& c, py::object ranks_object, py::object tag_object) {
+                const std::vector<int32_t> ranks =
+                    to_integers<int32_t>(ranks_object, {"Communicator.create_group", "ranks"}, false);
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.create_group", "tag"});
+                lockstep_comm_t handle = c.handle();
+                lockstep_comm_t out = nullptr;
+                lockstep_status_t status;
+                {
+                    py::gil_scoped_release release;
+                    status = lockstep_comm_create_group(handle, ranks.data(), ranks.size(), tag, &out);
+                }
+                check(status);
+                return communicator_or_none(out);
+            },
+            py::arg("ranks"), py::arg("tag") = 0)
+        .def(
+            "_reject",
+            [](Communicator& c, py::object kind_object, py::object root_object, py::object message_object) {
+                const std::string kind = to_string(kind_object, {"Communicator._reject", "kind"});
+                const auto root = to_integer<int32_t>(root_object, {"Communicator._reject", "root"});
+                const std::string message = to_string(message_object, {"Communicator._reject", "message"});
+                static const std::pair<const char*, lockstep_collective_t> kinds[] = {
+                    {"barrier", LOCKSTEP_COLLECTIVE_BARRIER},   {"broadcast", LOCKSTEP_COLLECTIVE_BROADCAST},
+                    {"reduce", LOCKSTEP_COLLECTIVE_REDUCE},     {"allreduce", LOCKSTEP_COLLECTIVE_ALLREDUCE},
+                    {"gather", LOCKSTEP_COLLECTIVE_GATHER},     {"allgather", LOCKSTEP_COLLECTIVE_ALLGATHER},
+                    {"scatter", LOCKSTEP_COLLECTIVE_SCATTER},   {"reduce_scatter", LOCKSTEP_COLLECTIVE_REDUCE_SCATTER},
+                    {"alltoall", LOCKSTEP_COLLECTIVE_ALLTOALL}, {"gather_uneven", LOCKSTEP_COLLECTIVE_GATHER_UNEVEN}};
+                for (const auto& [name, value] : kinds) {
+                    if (kind == name) {
+                        reject_conversion(c.handle(), value, root, message.c_str());
+                        return;
+                    }
+                }
+                raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                             "Communicator._reject: unknown collective '" + kind + "'");
+            },
+            py::arg("kind"), py::arg("root"), py::arg("message"),
+            "Joins the collective `kind` as rejected (this rank cannot make it): in debug mode every rank raises the "
+            "same CallRejectedError naming this rank and `message`; otherwise it returns and the caller raises its own "
+            "error.")
+        .def("free", &Communicator::free)
+        .def("async_error",
+             [](Communicator& c) -> py::object {
+                 const char* text = nullptr;
+                 const lockstep_status_t status = lockstep_comm_get_async_error(c.handle(), &text);
+                 if (status == LOCKSTEP_OK) return py::none();
+                 if (status == LOCKSTEP_ERROR_TIMEOUT) return py::str(text != nullptr ? text : "");
+                 check(status);
+                 return py::none();
+             })
+        .def("last_error", [](Communicator& c) { return std::string(lockstep_comm_last_error(c.handle())); })
+        .def(
+            "abort",
+            [](Communicator& c, py::object code_object, py::object reason_object) {
+                const auto code = to_integer<int32_t>(code_object, {"Communicator.abort", "code"});
+                const auto reason = to_optional_string(reason_object, {"Communicator.abort", "reason"});
+                lockstep_comm_t handle = c.handle();
+                lockstep_status_t status;
+                {
+                    py::gil_scoped_release release;
+                    status = lockstep_comm_abort(handle, code, reason ? reason->c_str() : nullptr);
+                }
+                check(status);
+            },
+            py::arg("code") = 1, py::arg("reason") = py::none())
+        .def("__repr__",
+             [](const Communicator& c) {
+                 if (c.freed()) return std::string("lockstep.Communicator(freed)");
+                 return "lockstep.Communicator(rank=" + std::to_string(c.rank()) +
+                        ", size=" + std::to_string(c.size()) + ")";
+             })
+        // ------------------------------------------------------------ collectives
+        .def(
+            "barrier",
+            [](Communicator& c, py::object tag, py::object stream) {
+                return joined(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, [&]() -> void {
+                    lockstep_comm_t handle = c.handle();
+                    run_collective("Communicator.barrier", tag, stream,
+                                   [&](const lockstep_call_options_t* o) { return lockstep_barrier(handle, o); });
+                });
+            },
+            py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
+        .def(
+            "broadcast",
+            [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream) {
+                int32_t root = -1;
+                return joined(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.broadcast", "root"});
+                    lockstep_comm_t handle = c.handle();
+                    Operand t = to_operand(x, false);
+                    run_collective("Communicator.broadcast", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_broadcast(handle, t.handle, t.handle, root, o);
+                    });
+                    return x;
+                });
+            },
+            py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "_allreduce_general",
+            [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream) {
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
+                    Operand input = to_operand(x, false);
+                    Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
+                    run_collective("Communicator.allreduce", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_allreduce(handle, input.handle, output.handle, reduce_op, o);
+                    });
+                    return out.is_none() ? x : out;
+                });
+            },
+            py::arg("x"), py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
+            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+        .def(
+            "reduce",
+            [](Communicator& c, py::object x, py::object root_object, py::object op, py::object out, py::object tag,
+               py::object stream) {
+                int32_t root = -1;
+                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.reduce", "root"});
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce");
+                    Operand input = to_operand(x, false);
+                    Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
+                    run_collective("Communicator.reduce", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_reduce(handle, input.handle, output.handle, reduce_op, root, o);
+                    });
+                    return out.is_none() ? x : out;
+                });
+            },
+            py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
+            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+        .def(
+            "allgather",
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    Output output(out, input.handle, true,
+                                  [&](const Tensor& in) { return gathered_shape(in, c.size()); });
+                    run_collective("Communicator.allgather", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_allgather(handle, input.handle, output.handle(), o);
+                    });
+                    return output.result();
+                });
+            },
+            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "gather",
+            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag,
+               py::object stream) -> py::object {
+                int32_t root = -1;
+                return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.gather", "root"});
+                    lockstep_comm_t handle = c.handle();
+                    const bool is_root = c.rank() == root;
+                    Operand input = to_operand(x, false);
+                    // A given output is also a non-root's: every rank checks a given output alike.
+                    Output output(out, input.handle, is_root,
+                                  [&](const Tensor& in) { return gathered_shape(in, c.size()); });
+                    run_collective("Communicator.gather", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_gather(handle, input.handle, output.handle(), root, o);
+                    });
+                    if (!is_root) return py::none();
+                    return output.result();
+                });
+            },
+            py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "scatter",
+            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag,
+               py::object stream) {
+                int32_t root = -1;
+                return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
+                    root = to_integer<int32_t>(root_object, {"Communicator.scatter", "root"});
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    Operand output = to_operand(out, false);
+                    run_collective("Communicator.scatter", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_scatter(handle, input.handle, output.handle, root, o);
+                    });
+                    return out;
+                });
+            },
+            py::arg("x"), py::arg("out"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "reduce_scatter",
+            [](Communicator& c, py::object x, py::object out, py::object op, py::object tag,
+               py::object stream) -> py::object {
+                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
+                    Operand input = to_operand(x, false);
+                    Output output(out, input.handle, true, [&](const Tensor& in) {
+                        std::vector<int64_t> shape = in.shape();
+                        // A first dimension the size does not divide is left for the library to report, on every rank.
+                        if (!shape.empty()) shape[0] /= c.size();
+                        return shape;
+                    });
+                    run_collective("Communicator.reduce_scatter", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_reduce_scatter(handle, input.handle, output.handle(), reduce_op, o);
+                    });
+                    return output.result();
+                });
+            },
+            py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
+            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+        .def(
+            "alltoall",
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
+                return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    Output output(out, input.handle, true, [](const Tensor& in) { return in.shape(); });
+                    run_collective("Communicator.alltoall", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_alltoall(handle, input.handle, output.handle(), o);
+                    });
+                    return output.result();
+                });
+            },
+            py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "gather_uneven",
+            [](Communicator& c, py::object x, py::object tag, py::object stream) {
+                return joined(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, [&]() -> Tensor {
+                    lockstep_comm_t handle = c.handle();
+                    Operand input = to_operand(x, false);
+                    lockstep_tensor_t result = nullptr;
+                    run_collective("Communicator.gather_uneven", tag, stream, [&](const lockstep_call_options_t* o) {
+                        return lockstep_gather_uneven(handle, input.handle, &result, o);
+                    });
+                    return Tensor(result);
+                });
+            },
+            py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
+        .def(
+            "send",
+            [](Communicator& c, py::object x, py::object dest_object, py::object tag_object, py::object name,
+               py::object stream) {
+                const auto dest = to_integer<int32_t>(dest_object, {"Communicator.send", "dest"});
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.send", "tag"});
+                lockstep_comm_t handle = c.handle();
+                Operand t = to_operand(x, false);
+                run_collective(
+                    "Communicator.send", name, stream,
+                    [&](const lockstep_call_options_t* o) { return lockstep_send(handle, t.handle, dest, tag, o); },
+                    "name");
+            },
+            py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),
+            py::arg("stream") = py::none())
+        .def(
+            "recv",
+            [](Communicator& c, py::object x, py::object source_object, py::object tag_object, py::object name,
+               py::object stream) {
+                const auto source = to_integer<int32_t>(source_object, {"Communicator.recv", "source"});
+                const auto tag = to_integer<int32_t>(tag_object, {"Communicator.recv", "tag"});
+                lockstep_comm_t handle = c.handle();
+                Operand t = to_operand(x, false);
+                int32_t actual = -1;
+                run_collective(
+                    "Communicator.recv", name, stream,
+                    [&](const lockstep_call_options_t* o) {
+                        return lockstep_recv(handle, t.handle, source, tag, &actual, o);
+                    },
+                    "name");
+                return actual;
+            },
+            py::arg("x"), py::arg("source") = LOCKSTEP_ANY_SOURCE, py::arg("tag") = 0, py::kw_only(),
+            py::arg("name") = py::none(), py::arg("stream") = py::none());
+
+    m.attr("UNDEFINED_COLOR") = LOCKSTEP_UNDEFINED_COLOR;
+    m.attr("ANY_SOURCE") = LOCKSTEP_ANY_SOURCE;
+
+    // The fast entry of Communicator.allreduce (communicator_allreduce above).
+    g_communicator_type = py::detail::get_type_info(typeid(Communicator));
+    py::object descriptor = py::reinterpret_steal<py::object>(
+        PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(comm.ptr()), &communicator_allreduce_def));
+    if (!descriptor) throw py::error_already_set();
+    if (PyObject_SetAttrString(comm.ptr(), "allreduce", descriptor.ptr()) != 0) throw py::error_already_set();
+}
+
+}  // namespace lockstep_python

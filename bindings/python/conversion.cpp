@@ -1,0 +1,97 @@
+#include "conversion.hpp"
+
+#include <pybind11/stl.h>
+
+#include "arguments.hpp"
+#include "errors.hpp"
+
+namespace lockstep_python {
+
+namespace {
+
+struct DTypeName {
+    const char* name;
+    lockstep_dtype_t dtype;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {"float32", LOCKSTEP_FLOAT32},   {"float64", LOCKSTEP_FLOAT64}, {"float16", LOCKSTEP_FLOAT16},
+    {"bfloat16", LOCKSTEP_BFLOAT16}, {"int8", LOCKSTEP_INT8},       {"uint8", LOCKSTEP_UINT8},
+    {"int32", LOCKSTEP_INT32},       {"int64", LOCKSTEP_INT64},     {"bool", LOCKSTEP_BOOL},
+    {"float", LOCKSTEP_FLOAT32},     {"double", LOCKSTEP_FLOAT64},  {"half", LOCKSTEP_FLOAT16},
+    {"int", LOCKSTEP_INT32},         {"long", LOCKSTEP_INT64},      {"bool_", LOCKSTEP_BOOL},
+};
+
+}  // namespace
+
+lockstep_dtype_t parse_dtype(const py::handle& spec) {
+    std::string name;
+    if (py::isinstance<py::str>(spec)) {
+        name = spec.cast<std::string>();
+    } else if (py::hasattr(spec, "name") && py::isinstance<py::str>(spec.attr("name"))) {
+        name = spec.attr("name").cast<std::string>();
+    } else if (py::hasattr(spec, "__name__") && py::isinstance<py::str>(spec.attr("__name__"))) {
+        name = spec.attr("__name__").cast<std::string>();
+    } else {
+        name = py::str(spec).cast<std::string>();
+    }
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    for (const auto& entry : kDTypeNames) {
+        if (name == entry.name) return entry.dtype;
+    }
+    raise_status(LOCKSTEP_ERROR_DTYPE, "lockstep has no dtype '" + name +
+                                           "' (float32, float64, float16, bfloat16, int8, uint8, int32, int64, bool)");
+}
+
+lockstep_device_t parse_device(const std::string& spec) {
+    if (spec == "cpu") return {LOCKSTEP_DEVICE_CPU, 0};
+    if (spec == "cuda") return {LOCKSTEP_DEVICE_CUDA, 0};
+    if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5) {
+        try {
+            size_t used = 0;
+            int index = std::stoi(spec.substr(5), &used);
+            if (used == spec.size() - 5 && index >= 0) return {LOCKSTEP_DEVICE_CUDA, index};
+        } catch (const std::exception&) {
+        }
+    }
+    raise_status(LOCKSTEP_ERROR_DEVICE, "lockstep has no device '" + spec + "' (cpu, cuda, cuda:N)");
+}
+
+std::string device_name(lockstep_device_t device) {
+    if (device.type == LOCKSTEP_DEVICE_CPU) return "cpu";
+    return "cuda:" + std::to_string(device.index);
+}
+
+lockstep_reduce_op_t parse_op(py::handle name, const char* function) {
+    const std::string op = to_string(name, {function, "op"});
+    if (op == "sum") return LOCKSTEP_SUM;
+    if (op == "prod" || op == "product") return LOCKSTEP_PROD;
+    if (op == "max") return LOCKSTEP_MAX;
+    if (op == "min") return LOCKSTEP_MIN;
+    if (op == "mean" || op == "avg") return LOCKSTEP_MEAN;
+    raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT, "unknown reduce op '" + op + "' (sum, prod, max, min, mean or avg)");
+}
+
+const char* buffer_format(lockstep_dtype_t dtype) {
+    switch (dtype) {
+        case LOCKSTEP_FLOAT32:
+            return "f";
+        case LOCKSTEP_FLOAT64:
+            return "d";
+        case LOCKSTEP_FLOAT16:
+            return "e";
+        case LOCKSTEP_INT8:
+            return "b";
+        case LOCKSTEP_UINT8:
+            return "B";
+        case LOCKSTEP_INT32:
+            return "i";
+        case LOCKSTEP_INT64:
+            return "q";
+        case LOCKSTEP_BOOL:
+            return "?";
+        default:
+            return nullptr;
+    }
+}
+
+}  // namespace lockstep_python

@@ -1,0 +1,130 @@
+#include "runtime.hpp"
+
+#include <pybind11/stl.h>
+
+#include "arguments.hpp"
+#include "errors.hpp"
+
+#include <string>
+
+namespace lockstep_python {
+
+uint64_t g_generation = 0;
+bool g_finalized = false;
+// The cached world Communicator of this generation (a strong reference, dropped by finalize).
+PyObject* g_world = nullptr;
+
+void ensure_init() {
+    if (lockstep_is_initialized()) return;
+    if (g_finalized) raise_status(LOCKSTEP_ERROR_INVALID_USAGE, "lockstep was finalised: it cannot be used again");
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = lockstep_init(nullptr, nullptr);
+    }
+    check(status);
+}
+
+namespace {
+
+struct Identity {
+    int32_t rank = 0, size = 0, local_rank = 0, local_size = 0;
+};
+
+Identity identity() {
+    ensure_init();
+    Identity id;
+    check(lockstep_runtime_identity(nullptr, &id.rank, &id.size, &id.local_rank, &id.local_size));
+    return id;
+}
+
+lockstep_runtime_t runtime_handle() {
+    ensure_init();
+    lockstep_runtime_t runtime = nullptr;
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = lockstep_init(nullptr, &runtime);
+    }
+    check(status);
+    return runtime;
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+    m.def("version", []() {
+        int32_t major = 0, minor = 0, patch = 0;
+        lockstep_get_version(&major, &minor, &patch);
+        return py::make_tuple(major, minor, patch);
+    });
+    m.def("header_version", []() { return LOCKSTEP_C_VERSION; });
+    m.def("build_info", []() { return std::string(lockstep_get_build_info()); });
+
+    m.def(
+        "init",
+        [](py::object debug, py::object timeout, py::object config_file) {
+            if (g_finalized)
+                raise_status(LOCKSTEP_ERROR_INVALID_USAGE, "lockstep was finalised: it cannot be used again");
+            lockstep_init_options_t options = LOCKSTEP_INIT_OPTIONS_INIT;
+            if (const auto on = to_optional_bool(debug, {"lockstep.init", "debug"})) options.debug = *on ? 1 : 0;
+            if (const auto seconds = to_optional_double(timeout, {"lockstep.init", "timeout"})) {
+                options.timeout = *seconds;
+            }
+            std::string file;
+            if (!config_file.is_none()) {
+                file = py::str(config_file).cast<std::string>();
+                options.config_file = file.c_str();
+            }
+            lockstep_status_t status;
+            {
+                py::gil_scoped_release release;
+                status = lockstep_init(&options, nullptr);
+            }
+            check(status);
+        },
+        py::arg("debug") = py::none(), py::arg("timeout") = py::none(), py::arg("config_file") = py::none(),
+        "Starts lockstep, and MPI unless it runs already (then lockstep adopts it). Idempotent; every other function "
+        "calls it on first use.");
+    m.def("finalize", []() {
+        if (!lockstep_is_initialized()) return;
+        // The cached world communicator and every Communicator object of this generation become invalid.
+        Py_XDECREF(g_world);
+        g_world = nullptr;
+        ++g_generation;
+        g_finalized = true;
+        lockstep_status_t status;
+        {
+            py::gil_scoped_release release;
+            status = lockstep_finalize();
+        }
+        check(status);
+    });
+    m.def("is_initialized", []() { return lockstep_is_initialized() != 0; });
+    m.def("is_finalized", []() { return g_finalized; });
+    m.def("owns_mpi", []() { return lockstep_runtime_owns_mpi(runtime_handle()) != 0; });
+    m.def("rank", []() { return identity().rank; });
+    m.def("size", []() { return identity().size; });
+    m.def("local_rank", []() { return identity().local_rank; });
+    m.def("local_size", []() { return identity().local_size; });
+    m.def("free_memory", []() {
+        ensure_init();
+        lockstep_status_t status;
+        {
+            py::gil_scoped_release release;
+            status = lockstep_free_memory();
+        }
+        check(status);
+    });
+    m.def(
+        "set_seed",
+        [](py::object seed, py::object device_specific) {
+            const auto value = to_integer<uint64_t>(seed, {"lockstep.set_seed", "seed"});
+            const bool per_device = to_bool(device_specific, {"lockstep.set_seed", "device_specific"});
+            ensure_init();
+            check(lockstep_set_seed(value, per_device ? 1 : 0));
+        },
+        py::arg("seed"), py::arg("device_specific") = false);
+}
+
+}  // namespace lockstep_python
