@@ -284,15 +284,10 @@ void bind_communicator(py::module_& m) {
                 const std::string kind = to_string(kind_object, {"Communicator._reject", "kind"});
                 const auto root = to_integer<int32_t>(root_object, {"Communicator._reject", "root"});
                 const std::string message = to_string(message_object, {"Communicator._reject", "message"});
-                static const std::pair<const char*, lockstep_collective_t> kinds[] = {
-                    {"barrier", LOCKSTEP_COLLECTIVE_BARRIER},   {"broadcast", LOCKSTEP_COLLECTIVE_BROADCAST},
-                    {"reduce", LOCKSTEP_COLLECTIVE_REDUCE},     {"allreduce", LOCKSTEP_COLLECTIVE_ALLREDUCE},
-                    {"gather", LOCKSTEP_COLLECTIVE_GATHER},     {"allgather", LOCKSTEP_COLLECTIVE_ALLGATHER},
-                    {"scatter", LOCKSTEP_COLLECTIVE_SCATTER},   {"reduce_scatter", LOCKSTEP_COLLECTIVE_REDUCE_SCATTER},
-                    {"alltoall", LOCKSTEP_COLLECTIVE_ALLTOALL}, {"gather_uneven", LOCKSTEP_COLLECTIVE_GATHER_UNEVEN}};
-                for (const auto& [name, value] : kinds) {
+                // The collectives' names are the C library's (one table, collectives/).
+                for (lockstep_collective_t v = 0; const char* name = lockstep_collective_name(v); ++v) {
                     if (kind == name) {
-                        reject_conversion(c.handle(), value, root, message.c_str());
+                        reject_conversion(c.handle(), v, root, message.c_str());
                         return;
                     }
                 }

@@ -62,13 +62,16 @@ std::string device_name(lockstep_device_t device) {
 }
 
 lockstep_reduce_op_t parse_op(py::handle name, const char* function) {
-    const std::string op = to_string(name, {function, "op"});
-    if (op == "sum") return LOCKSTEP_SUM;
-    if (op == "prod" || op == "product") return LOCKSTEP_PROD;
-    if (op == "max") return LOCKSTEP_MAX;
-    if (op == "min") return LOCKSTEP_MIN;
-    if (op == "mean" || op == "avg") return LOCKSTEP_MEAN;
-    raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT, "unknown reduce op '" + op + "' (sum, prod, max, min, mean or avg)");
+    std::string op = to_string(name, {function, "op"});
+    // Python's own spellings first; the names themselves are the C library's (one table, collectives/).
+    if (op == "product") op = "prod";
+    if (op == "avg") op = "mean";
+    std::string known;
+    for (lockstep_reduce_op_t v = 0; const char* reduce_op = lockstep_reduce_op_name(v); ++v) {
+        if (op == reduce_op) return v;
+        known += std::string(known.empty() ? "" : ", ") + reduce_op;
+    }
+    raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT, "unknown reduce op '" + op + "' (" + known + "; product, avg)");
 }
 
 const char* buffer_format(lockstep_dtype_t dtype) {
