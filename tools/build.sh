@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the dependencies, then configures (once) and compiles lockstep into ${LOCKSTEP_BUILD_DIR:-build}.
+# Installs the dependencies, then configures (once) and compiles lockstep into ${LOCKSTEP_BUILD_DIR:-build}: the
+# targets named as arguments (meson compile's names, e.g. lockstep lockstep_train) and what they need, else everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -7,4 +8,4 @@ builddir=${LOCKSTEP_BUILD_DIR:-build}
 if [ ! -f "$builddir/build.ninja" ]; then
   meson setup "$builddir" --buildtype=release
 fi
-meson compile -C "$builddir"
+meson compile -C "$builddir" "$@"

@@ -3,6 +3,8 @@
 
 #include "endpoint.hpp"
 
+#include <lockstep/base/file_descriptor.hpp>
+
 #include <unistd.h>
 
 #include <array>
@@ -18,30 +20,8 @@ namespace lockstep::detail {
 
 using Clock = std::chrono::steady_clock;
 
-// An owned file descriptor.
-class Fd {
-public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = std::exchange(o.fd_, -1);
-        }
-        return *this;
-    }
-    void reset() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-    [[nodiscard]] int get() const { return fd_; }
-    [[nodiscard]] bool valid() const { return fd_ >= 0; }
-
-private:
-    int fd_ = -1;
-};
+// An owned file descriptor (lockstep/base's, as every layer's).
+using Fd = base::FileDescriptor;
 
 // --- The channel's wire format: one request line "VERB KEY\n", answered by one line (a board as JSON, or "OK").
 

@@ -93,19 +93,9 @@ std::string members_grouped(const std::vector<std::string>& value_of_member, con
     bool renumbered = false;
     for (std::size_t i = 0; i < members.size(); ++i) renumbered = renumbered || members[i].world_rank != int(i);
     if (!renumbered) return grouped_by_value(value_of_member);
-    std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (std::size_t i = 0; i < value_of_member.size(); ++i) {
-        auto it =
-            std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == value_of_member[i]; });
-        if (it == groups.end()) {
-            groups.push_back({value_of_member[i], {static_cast<int>(i)}});
-        } else {
-            it->second.push_back(static_cast<int>(i));
-        }
-    }
     std::string out;
-    for (const auto& [value, indices] : groups)
-        out += fmt::format("  - {}: {}\n", members_text(indices, members), value);
+    for (const std::vector<int>& indices : base::ranks_by_value(value_of_member))
+        out += fmt::format("  - {}: {}\n", members_text(indices, members), value_of_member[indices.front()]);
     return out;
 }
 

@@ -93,6 +93,11 @@ def main() -> int:
             problems.append(f"lockstep.pc passes Eigen on: requires {requires}")
         if mpi_pc and mpi_pc not in requires:
             problems.append(f"lockstep.pc does not require {mpi_pc}, the MPI of this build: requires {requires}")
+        libs_flags = subprocess.run(
+            ["pkg-config", "--libs", "lockstep"], env=env, check=True, capture_output=True, text=True
+        ).stdout.split()
+        if "-lmpi_cxx" in libs_flags:
+            problems.append(f"lockstep.pc links MPI's C++ bindings, which lockstep turns off: {' '.join(libs_flags)}")
         if problems:
             for p in problems:
                 print("FAIL:", p)
@@ -119,7 +124,7 @@ def main() -> int:
         print(("ok:   " if out == expected else "FAIL: ") + f"the program prints '{out}' (expected '{expected}')")
         if out != expected:
             return 1
-        return check_c_interface(dest, relocated)
+        return check_c_interface(dest, relocated) or check_build_tree(build, dest)
 
 
 C_PROGRAM = r"""
@@ -129,10 +134,10 @@ int main(void) {
     lockstep_tensor_t t = NULL;
     int64_t shape[1] = {3};
     lockstep_device_t cpu = {LOCKSTEP_DEVICE_CPU, 0};
-    int32_t major = 0;
+    int32_t major = 0, minor = 0, patch = 0;
     lockstep_status_t s = lockstep_tensor_empty(shape, 1, 42, cpu, &t);
-    lockstep_get_version(&major, NULL, NULL);
-    printf("%d %s\n", (int)major, lockstep_status_string(s));
+    lockstep_get_version(&major, &minor, &patch);
+    printf("%d.%d.%d %s\n", (int)major, (int)minor, (int)patch, lockstep_status_string(s));
     return 0;
 }
 """
@@ -186,9 +191,49 @@ def check_c_interface(dest: str, relocated: str) -> int:
         text=True,
         env=dict(os.environ, LOCKSTEP_CONFIG_FILE="", LD_LIBRARY_PATH=libdir),
     ).stdout.strip()
-    expected = "1 LOCKSTEP_ERROR_DTYPE"
-    print(("ok:   " if out == expected else "FAIL: ") + f"the C program prints '{out}' (expected '{expected}')")
+    version = subprocess.run(
+        ["pkg-config", "--modversion", "lockstep-c"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    expected = f"{version} LOCKSTEP_ERROR_DTYPE"
+    print(
+        ("ok:   " if out == expected else "FAIL: ")
+        + f"the C program prints '{out}' (expected '{expected}': lockstep-c.pc's version is the library's)"
+    )
     return 0 if out == expected else 1
+
+
+def check_build_tree(build: str, scratch: str) -> int:
+    """From a build tree, as docs/c_api.md and README.md say: PKG_CONFIG_PATH=<build>/meson-uninstalled, and the
+    build's library folders as run paths. Both the C++ and the C program compile and run."""
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(os.path.abspath(build), "meson-uninstalled"))
+    failures = 0
+    for module, source_text, compiler, name, expected_end in (
+        ("lockstep", PROGRAM, "g++", "tree.cpp", "ShapeError"),
+        ("lockstep-c", C_PROGRAM, "gcc", "tree.c", "LOCKSTEP_ERROR_DTYPE"),
+    ):
+        result = subprocess.run(["pkg-config", "--cflags", "--libs", module], env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"FAIL: pkg-config {module} from the build tree: {result.stderr.strip()}")
+            failures += 1
+            continue
+        flags = result.stdout.split()
+        rpaths = [f"-Wl,-rpath,{flag[2:]}" for flag in flags if flag.startswith("-L")]
+        source = os.path.join(scratch, name)
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(source_text)
+        exe = os.path.join(scratch, name + ".out")
+        result = subprocess.run([compiler, source, "-o", exe, *flags, *rpaths], capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"FAIL: compiling against the build tree with pkg-config {module}: {result.stderr[-3000:]}")
+            failures += 1
+            continue
+        out = subprocess.run(
+            [exe], capture_output=True, text=True, env=dict(os.environ, LOCKSTEP_CONFIG_FILE=""), timeout=60
+        ).stdout.strip()
+        ok = out.endswith(expected_end)
+        print(("ok:   " if ok else "FAIL: ") + f"a program built from the build tree with {module} prints '{out}'")
+        failures += 0 if ok else 1
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
