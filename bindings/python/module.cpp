@@ -1,6 +1,6 @@
 // _lockstep: the Python binding of lockstep's C interface (lockstep.h, liblockstep_c.so.1), the extension module under
-// the package `lockstep` (bindings/python/lockstep/__init__.py builds the public API on it; /tmp/python_api.md is the
-// contract).
+// the package `lockstep` (bindings/python/lockstep/__init__.py builds the public API on it; bindings/python/README.md
+// describes it).
 //
 // Three rules hold for every function of the module:
 //  - The GIL is released around every C call that may block or communicate (collectives, init, finalize, creation and
