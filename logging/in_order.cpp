@@ -32,6 +32,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -121,15 +122,29 @@ int free_logging_communicator(MPI_Comm /*anchor*/, int /*keyval*/, void* value, 
     return MPI_Comm_free(&logging);
 }
 
+// One in-order call's gather: the request and every buffer MPI reads or writes until it completes.
+struct Gather {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int length = 0;
+    std::string payload;
+    std::vector<int> lengths;
+    std::vector<int> offsets;
+    std::vector<char> gathered;
+};
+
 struct InOrderState {
     std::mutex
         mutex;  // one in-order call at a time per process: its two collectives must not interleave with another's
     int keyval = MPI_KEYVAL_INVALID;
     std::uint64_t calls = 0;  // in-order calls made by this process, to name one in an error
     bool abandoned = false;   // a gather timed out: the logging communicator can no longer be used
+    // A gather that timed out can be neither cancelled (a collective) nor completed (a rank is missing): it stays here
+    // with its buffers, which a late rank's data may still reach, for the life of the process.
+    std::vector<std::unique_ptr<Gather>> abandoned_gathers;
 };
 InOrderState& in_order_state() {
-    static InOrderState state;
+    // Never destroyed: an abandoned gather's buffers must outlive every MPI call, exit included.
+    static InOrderState& state = *new InOrderState;
     return state;
 }
 
@@ -271,14 +286,26 @@ void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) c
     }
 
     constexpr int writer = 0;
-    const int length = static_cast<int>(payload.size());
-    std::vector<int> lengths(rank == writer ? static_cast<std::size_t>(size) : 0);
+    auto gather = std::make_unique<Gather>();
+    gather->payload = std::move(payload);
+    gather->length = static_cast<int>(gather->payload.size());
+    gather->lengths.resize(rank == writer ? static_cast<std::size_t>(size) : 0);
     const CallDescription call{number, name(), level, own};
-    MPI_Request request = MPI_REQUEST_NULL;
-    LOCKSTEP_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, writer, comm, &request));
-    wait_for(request, state, timeout, call);
-    std::vector<int> offsets(lengths.size());
-    std::vector<char> gathered;
+    const auto wait = [&] {
+        try {
+            wait_for(gather->request, state, timeout, call);
+        } catch (const TimeoutError&) {
+            state.abandoned_gathers.push_back(std::move(gather));
+            throw;
+        }
+    };
+    LOCKSTEP_MPI_CHECK(
+        MPI_Igather(&gather->length, 1, MPI_INT, gather->lengths.data(), 1, MPI_INT, writer, comm, &gather->request));
+    wait();
+    std::vector<int>& lengths = gather->lengths;
+    std::vector<int>& offsets = gather->offsets;
+    std::vector<char>& gathered = gather->gathered;
+    offsets.resize(lengths.size());
     if (rank == writer) {
         std::size_t total = 0;
         for (std::size_t r = 0; r < lengths.size(); ++r) {
@@ -287,9 +314,9 @@ void Logger::emit_in_order(LogLevel level, std::optional<std::string> message) c
         }
         gathered.resize(total);
     }
-    LOCKSTEP_MPI_CHECK(MPI_Igatherv(payload.data(), length, MPI_BYTE, gathered.data(), lengths.data(), offsets.data(),
-                                    MPI_BYTE, writer, comm, &request));
-    wait_for(request, state, timeout, call);
+    LOCKSTEP_MPI_CHECK(MPI_Igatherv(gather->payload.data(), gather->length, MPI_BYTE, gathered.data(), lengths.data(),
+                                    offsets.data(), MPI_BYTE, writer, comm, &gather->request));
+    wait();
     lock.unlock();
 
     if (rank == writer) {

@@ -55,6 +55,21 @@ def main() -> int:
         if missing:
             print("FAIL: not installed:", ", ".join(missing))
             return 1
+        # The installed program finds its runtime commands (lib/.../lockstep/liblockstep_commands.so, whose run path
+        # reaches liblockstep.so one folder up) in the scratch prefix, with no loader path set.
+        programs = glob.glob(os.path.join(dest, "**", "bin", "lockstep"), recursive=True)
+        if programs:
+            env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+            r = subprocess.run([programs[0], "config", "--help"], capture_output=True, text=True, timeout=60, env=env)
+            if r.returncode != 0 or "Usage: lockstep config" not in r.stdout:
+                print(
+                    f"FAIL: the installed lockstep cannot load its commands (exit {r.returncode}): {r.stderr.strip()}"
+                )
+                return 1
+            print("ok:   the installed lockstep loads its runtime commands from its own prefix")
+        else:
+            print("FAIL: not installed: bin/lockstep")
+            return 1
         # The installed include tree is the public surface only: the umbrella header and lockstep/*.hpp.
         include_dir = os.path.dirname(umbrella[0])
         problems = []
