@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the dependencies, then configures (once) and compiles lockstep into ${LOCKSTEP_BUILD_DIR:-build}: the
-# targets named as arguments (meson compile's names, e.g. lockstep lockstep_train) and what they need, else everything.
+# targets named as arguments (meson compile's names, e.g. examples/train/lockstep_train) and what they need, else everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only what the job needs: the launcher, its runtime commands and the training program (with liblockstep).
-bash tools/build.sh lockstep lockstep_commands lockstep_train
+bash tools/build.sh tools/lockstep:executable tools/lockstep_commands examples/train/lockstep_train
 builddir=${LOCKSTEP_BUILD_DIR:-build}
 # The launcher forwards every LOCKSTEP_* variable to every rank; a cap already set in the environment wins.
 export LOCKSTEP_CPU_MEMORY_LIMIT=${LOCKSTEP_CPU_MEMORY_LIMIT:-4MiB}
