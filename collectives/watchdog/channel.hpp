@@ -5,8 +5,6 @@
 
 #include <lockstep/base/file_descriptor.hpp>
 
-#include <unistd.h>
-
 #include <array>
 #include <chrono>
 #include <cstdint>
