@@ -5,6 +5,7 @@
 #include "communicator_impl.hpp"
 #include "rank_groups.hpp"
 #include "wait_statistics.hpp"
+#include "watchdog/report.hpp"
 
 #include <lockstep/build_config.hpp>
 #include <lockstep/config.hpp>
@@ -101,6 +102,8 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
     LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
+    // A progress thread calls MPI while the program's threads do: only with MPI_THREAD_MULTIPLE.
+    progress_thread = options.progress_thread.value_or(cfg.progress_thread) && thread_level == MPI_THREAD_MULTIPLE;
     // One exchange checks the settings that must agree, sets up the watchdog's view of this communicator and agrees
     // on its id.
     auto& watchdog = detail::Watchdog::instance();
@@ -136,6 +139,10 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
 }
 
 Communicator::Impl::~Impl() {
+    if (async != nullptr) {
+        async.reset();  // runs what is queued: every rank's queue holds the same collectives
+    }
+    detail::retire_unsettled(id, fmt::format("a communicator (id {}) was freed", id));
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
@@ -144,6 +151,47 @@ Communicator::Impl::~Impl() {
     }
     detail::Watchdog::instance().forget_communicator(id);
     detail::detach_wait_counter(&wait_ticks);
+}
+
+detail::AsyncQueue& Communicator::Impl::queue() {
+    if (async == nullptr) {
+        // The queue's view shares this Impl without owning it; the queue goes first (in ~Impl).
+        async = std::make_unique<detail::AsyncQueue>(
+            Communicator(std::unique_ptr<Impl>(this)), [](Communicator& view) { (void)view.impl_.release(); },
+            progress_thread);
+    }
+    return *async;
+}
+
+std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::CallInfo& call) {
+    auto w = std::make_shared<detail::WorkState>();
+    w->id = detail::next_work_id();
+    w->comm_id = id;
+    w->comm_size = size;
+    w->record = detail::board_record(call, 0);
+    w->record.comm_id = id;
+    w->record.timeout = timeout;
+    w->collective = !detail::traits(call.op).point_to_point;
+    w->what = detail::record_text(w->record);
+    if (w->collective) {
+        // No call number yet: it is given when the queue runs the call.
+        if (const auto hash = w->what.find(" #0"); hash != std::string::npos) w->what.erase(hash, 3);
+    }
+    w->site = detail::site_text(w->record);
+    w->issued = std::chrono::steady_clock::now();
+    w->debug = debug;
+    w->step = step;
+    return w;
+}
+
+Work Communicator::Impl::submit(const detail::CallInfo& call,
+                                std::function<void(Communicator&, detail::WorkState&)> body) {
+    auto w = new_work(call);
+    w->body = std::move(body);
+    detail::register_work(w);
+    Work handle(w);
+    queue().submit(std::move(w));
+    return handle;
 }
 
 void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error) {
@@ -236,6 +284,7 @@ Communicator Communicator::split(int color, int key) const {
     if (color < 0) {
         throw InvalidArgumentError(fmt::format("split: color {} must be >= 0 (every rank joins one sub-group)", color));
     }
+    impl_->drain();
     MPI_Comm part = MPI_COMM_NULL;
     LOCKSTEP_MPI_CHECK(MPI_Comm_split(impl_->comm, color, key, &part));
     CommunicatorOptions options{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()};
@@ -245,6 +294,7 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 Communicator Communicator::dup() const {
+    impl_->drain();
     return Communicator(std::make_unique<Impl>(
         impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
 }
@@ -271,6 +321,7 @@ Communicator Communicator::create_group(std::span<const int> ranks, int tag) con
             impl_->rank, fmt::join(ranks, ", ")));
     }
     if (tag < 0) throw InvalidArgumentError(fmt::format("create_group: tag {} must be >= 0", tag));
+    impl_->drain();
     MPI_Group all = MPI_GROUP_NULL;
     MPI_Group part = MPI_GROUP_NULL;
     MPI_Comm made = MPI_COMM_NULL;
@@ -301,6 +352,14 @@ void Communicator::reject_call(OpKind op, const Tensor* input, int root, std::op
         {.op = op, .input = input, .root = root, .reduce_op = reduce_op, .site = site},
         [&] { std::rethrow_exception(error); }, [] {});
     std::rethrow_exception(error);  // not reached: the failure above ends the call on every path
+}
+
+std::size_t Communicator::outstanding() const noexcept {
+    return impl_->async != nullptr ? impl_->async->pending() : 0;
+}
+
+bool Communicator::progress_thread() const noexcept {
+    return impl_->progress_thread;
 }
 
 std::optional<std::string> Communicator::async_error() const {

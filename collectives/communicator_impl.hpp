@@ -17,6 +17,7 @@
 // argument; the watchdog board is written with plain stores (watchdog.hpp). What a call touches is this struct's
 // first cache line, the tensor's first line, its board and MPI's own state. bench/collectives measures it.
 
+#include "async/queue.hpp"
 #include "call_info.hpp"
 #include "device_staging.hpp"
 #include "fixed_record.hpp"
@@ -88,6 +89,19 @@ struct alignas(64) Communicator::Impl {
     // error, every process raises that type instead (signature.cpp), as it would without debug mode.
     template <typename Prepare, typename Payload>
     void run(const detail::CallInfo& call, Prepare&& prepare, Payload&& payload) {
+        bool checked = debug;
+        std::uint64_t current_step = step;
+        if (async != nullptr) [[unlikely]] {
+            // A queued non-blocking collective carries the debug mode and step of its issue; a blocking one starts
+            // after the non-blocking ones issued before it.
+            if (const detail::WorkState* queued = detail::AsyncQueue::running_here();
+                queued != nullptr && queued->queue == async.get()) {
+                checked = queued->debug;
+                current_step = queued->step;
+            } else if (!async->idle()) {
+                async->drain();
+            }
+        }
         ++sequence;
         ++collectives;
         const std::int64_t start = detail::ticks(tsc);
@@ -107,7 +121,7 @@ struct alignas(64) Communicator::Impl {
             }
         } guard{this, watched, start};
 
-        if (debug) {
+        if (checked) {
             std::optional<detail::LocalFailure> failure;
             std::exception_ptr error;
             try {
@@ -116,7 +130,8 @@ struct alignas(64) Communicator::Impl {
                 failure = detail::current_failure();
                 error = std::current_exception();
             }
-            exchange_and_check(detail::encode_signature(call, sequence, step, failure ? &*failure : nullptr), error);
+            exchange_and_check(detail::encode_signature(call, sequence, current_step, failure ? &*failure : nullptr),
+                               error);
         } else {
             prepare();
         }
@@ -152,6 +167,21 @@ struct alignas(64) Communicator::Impl {
         if (shm == nullptr) return std::nullopt;
         return shm->enabled;
     }
+
+    // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
+    std::unique_ptr<detail::AsyncQueue> async;
+    bool progress_thread = true;
+    [[nodiscard]] detail::AsyncQueue& queue();
+    // A blocking operation other than a funnelled collective (split, dup) waits for the queue first.
+    void drain() {
+        if (async != nullptr && !async->idle() && detail::AsyncQueue::running_here() == nullptr) async->drain();
+    }
+    // The state of a non-blocking operation about to be issued: numbered, described, registered.
+    [[nodiscard]] std::shared_ptr<detail::WorkState> new_work(const detail::CallInfo& call);
+    // Posts a non-blocking receive of `out` (checked by the caller) from `source` (or MPI_ANY_SOURCE).
+    Work post_receive(Tensor& out, int source, int tag, const CallSite& site);
+    // Issues a non-blocking collective whose blocking form `body` runs in the queue.
+    Work submit(const detail::CallInfo& call, std::function<void(Communicator&, detail::WorkState&)> body);
 
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
     class PointToPointWatch {

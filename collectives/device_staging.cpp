@@ -87,6 +87,20 @@ void settle_for_direct_use(const Tensor& t) {
 
 }  // namespace
 
+Tensor nonblocking_buffer(const Tensor& t, Direction direction) {
+    if (direct(t)) {
+        settle_for_direct_use(t);
+        return t;
+    }
+    Tensor host = Tensor::empty(t.shape(), t.dtype());
+    if (direction != Direction::Out && t.numel() > 0) t.copy_to_host(host.data());
+    return host;
+}
+
+void copy_back_received(const Tensor& buffer, Tensor& t) {
+    if (buffer.data() != t.data() && t.numel() > 0) t.copy_from_host(buffer.data());
+}
+
 std::int64_t staging_chunk_elements(DType dtype) {
     return static_cast<std::int64_t>(config().staging_chunk_bytes / dtype_size(dtype));
 }

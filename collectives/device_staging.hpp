@@ -56,6 +56,12 @@ void with_host_chunks(Tensor& t, Fn&& fn) {
     with_host_chunks_general(t, [&fn](void* p, std::int64_t count) { fn(p, count); });
 }
 
+// The memory a non-blocking send or receive hands MPI until it completes: the tensor itself for a host tensor or under
+// CUDA-aware MPI (the device's pending work finished first), otherwise a host copy, filled from t for a send. After a
+// receive into a copy, copy_back_received copies it into t.
+[[nodiscard]] Tensor nonblocking_buffer(const Tensor& t, Direction direction);
+void copy_back_received(const Tensor& buffer, Tensor& t);
+
 // Elements per staging chunk (4 MiB of data; LOCKSTEP_STAGING_CHUNK_BYTES overrides).
 [[nodiscard]] std::int64_t staging_chunk_elements(DType dtype);
 

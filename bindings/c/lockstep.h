@@ -451,6 +451,72 @@ LOCKSTEP_C_API lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_te
                                                int32_t tag, int32_t* actual_source,
                                                const lockstep_call_options_t* options);
 
+/* ------------------------------------------------------------------------------------------------ non-blocking */
+/* Every operation above has a non-blocking form, lockstep_i<name>, with the same arguments followed by a request:
+ * it returns at once (argument errors of a send or receive are returned at once; a collective's, like every error of
+ * the operation, at its wait or test: for a collective the same error on every rank). Collectives are issued in the
+ * same order on every rank and run in that order on the communicator's progress thread (or inside wait/test when it
+ * has none); sends and receives match in any order. The tensors are retained until the operation completes: do not
+ * write an input, nor read an output, before then. A request is freed with lockstep_request_free, waited for or not;
+ * one freed before it was waited for still completes and is named in a warning when its communicator is freed. */
+typedef struct lockstep_request_s* lockstep_request_t;
+
+LOCKSTEP_C_API lockstep_status_t lockstep_ibarrier(lockstep_comm_t comm, const lockstep_call_options_t* options,
+                                                   lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_ibroadcast(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                     lockstep_tensor_t output, int32_t root,
+                                                     const lockstep_call_options_t* options,
+                                                     lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_ireduce(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                  lockstep_tensor_t output, lockstep_reduce_op_t op, int32_t root,
+                                                  const lockstep_call_options_t* options, lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_iallreduce(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                     lockstep_tensor_t output, lockstep_reduce_op_t op,
+                                                     const lockstep_call_options_t* options,
+                                                     lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_igather(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                  lockstep_tensor_t output, int32_t root,
+                                                  const lockstep_call_options_t* options, lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_iallgather(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                     lockstep_tensor_t output, const lockstep_call_options_t* options,
+                                                     lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_iscatter(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                   lockstep_tensor_t output, int32_t root,
+                                                   const lockstep_call_options_t* options,
+                                                   lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                          lockstep_tensor_t output, lockstep_reduce_op_t op,
+                                                          const lockstep_call_options_t* options,
+                                                          lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_ialltoall(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                    lockstep_tensor_t output, const lockstep_call_options_t* options,
+                                                    lockstep_request_t* request);
+/* The new tensor is given by lockstep_request_result once the request has completed. */
+LOCKSTEP_C_API lockstep_status_t lockstep_igather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                         const lockstep_call_options_t* options,
+                                                         lockstep_request_t* request);
+LOCKSTEP_C_API lockstep_status_t lockstep_isend(lockstep_comm_t comm, lockstep_tensor_t tensor, int32_t dest,
+                                                int32_t tag, const lockstep_call_options_t* options,
+                                                lockstep_request_t* request);
+/* source may be LOCKSTEP_ANY_SOURCE; lockstep_request_source gives the sender once completed. */
+LOCKSTEP_C_API lockstep_status_t lockstep_irecv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source,
+                                                int32_t tag, const lockstep_call_options_t* options,
+                                                lockstep_request_t* request);
+/* Blocks until the operation has completed; returns its status (the same on every call). */
+LOCKSTEP_C_API lockstep_status_t lockstep_request_wait(lockstep_request_t request);
+/* Waits at most `seconds` (>= 0): *completed is 1 and the operation's status is returned when it completed, else
+ * *completed is 0 and LOCKSTEP_OK is returned. */
+LOCKSTEP_C_API lockstep_status_t lockstep_request_wait_for(lockstep_request_t request, double seconds,
+                                                           int32_t* completed);
+/* Makes progress without blocking (without a progress thread, runs the queue up to this operation): as wait_for. */
+LOCKSTEP_C_API lockstep_status_t lockstep_request_test(lockstep_request_t request, int32_t* completed);
+/* After completion: the rank a receive got its message from (-1 for other operations); the new tensor of
+ * lockstep_igather_uneven (a new reference for the caller; NULL for other operations). */
+LOCKSTEP_C_API lockstep_status_t lockstep_request_source(lockstep_request_t request, int32_t* source);
+LOCKSTEP_C_API lockstep_status_t lockstep_request_result(lockstep_request_t request, lockstep_tensor_t* result);
+/* Releases the handle (NULL: a no-op). A freed handle used again is LOCKSTEP_ERROR_INVALID_ARGUMENT. */
+LOCKSTEP_C_API lockstep_status_t lockstep_request_free(lockstep_request_t request);
+
 /* ------------------------------------------------------------------------------------------------ agreements */
 /* Sets this process's trigger (no communication). */
 LOCKSTEP_C_API lockstep_status_t lockstep_set_trigger(lockstep_comm_t comm);

@@ -14,6 +14,7 @@
 #include <lockstep/export.hpp>
 #include <lockstep/signature.hpp>
 #include <lockstep/tensor.hpp>
+#include <lockstep/work.hpp>
 
 #include <mpi.h>
 
@@ -32,6 +33,9 @@ struct CommunicatorOptions {
     // Whether collectives may run through the node's shared-memory arena (shared_memory.hpp) when every process's
     // tensor lies in it. Default: on whenever the arena is active (Config `shm`).
     std::optional<bool> shared_memory;
+    // Whether non-blocking collectives run on a progress thread of the communicator (while the caller computes) or
+    // inside wait()/test(). Default: Config `progress_thread`; off whenever MPI lacks MPI_THREAD_MULTIPLE.
+    std::optional<bool> progress_thread;
 };
 
 struct CommunicatorStats {
@@ -119,6 +123,38 @@ public:
     Tensor& recv(Tensor& out, int source, int tag = 0, CallSite site = {});
     // A receive from whichever rank sends first with this tag (MPI_ANY_SOURCE); returns the sender's rank.
     int recv_any(Tensor& out, int tag = 0, CallSite site = {});
+
+    // Non-blocking forms (work.hpp): each returns at once with a Work to wait for; Work::result() is what the blocking
+    // form returns. Collectives are issued in the same order on every rank (MPI's rule; debug mode checks it) and run
+    // in that order; any number may be outstanding and waited for in any order. A blocking collective issued while
+    // non-blocking ones are outstanding runs after them. Sends and receives match in any order.
+    [[nodiscard]] Work ibarrier(CallSite site = {});
+    [[nodiscard]] Work ibroadcast(const Tensor& t, int root, CallSite site = {});
+    [[nodiscard]] Work ibroadcast_(Tensor& t, int root, CallSite site = {});
+    [[nodiscard]] Work ireduce(const Tensor& t, ReduceOp op, int root, CallSite site = {});
+    [[nodiscard]] Work iallreduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work iallreduce_(Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work igather(const Tensor& t, int root, CallSite site = {});
+    [[nodiscard]] Work iallgather(const Tensor& t, CallSite site = {});
+    [[nodiscard]] Work iallgather_into(const Tensor& t, Tensor& out, CallSite site = {});
+    [[nodiscard]] Work iscatter(const Tensor& t, int root, CallSite site = {});
+    [[nodiscard]] Work ireduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work ireduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op = ReduceOp::Sum,
+                                            CallSite site = {});
+    [[nodiscard]] Work ialltoall(const Tensor& t, CallSite site = {});
+    [[nodiscard]] Work igather_uneven(const Tensor& t, CallSite site = {});
+    [[nodiscard]] Work isend(const Tensor& t, int dest, int tag = 0, CallSite site = {});
+    [[nodiscard]] Work irecv(Tensor& out, int source, int tag = 0, CallSite site = {});
+    // A receive from any rank (MPI_ANY_SOURCE); Work::source() names the sender.
+    [[nodiscard]] Work irecv_any(Tensor& out, int tag = 0, CallSite site = {});
+    // reject_call's non-blocking form, for an interface whose non-blocking call failed its own checks: the Work's
+    // wait throws what reject_call would have.
+    [[nodiscard]] Work ireject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
+                                    std::exception_ptr error, CallSite site = {});
+    // Non-blocking collectives issued on this communicator and not yet completed.
+    [[nodiscard]] std::size_t outstanding() const noexcept;
+    // Whether this communicator's non-blocking collectives run on a progress thread (else inside wait/test).
+    [[nodiscard]] bool progress_thread() const noexcept;
 
     // Concatenation along dimension 0 of tensors whose first dimension differs between ranks (counts exchanged, then
     // MPI_Allgatherv). The other dimensions must agree.

@@ -23,6 +23,22 @@ void check_tag(MPI_Comm comm, int tag, const char* what, bool any_allowed = fals
 
 }  // namespace
 
+Work Communicator::Impl::post_receive(Tensor& out, int source, int tag, const CallSite& site) {
+    Impl& impl = *this;
+    auto w = impl.new_work(
+        {.op = OpKind::Recv, .output = &out, .root = source == MPI_ANY_SOURCE ? -1 : source, .message_tag = tag,
+         .site = site});
+    w->buffer = detail::nonblocking_buffer(out, detail::Direction::Out);
+    w->target = out;
+    w->datatype = mpi_datatype(out.dtype());
+    w->p2p_board = impl.p2p_board;
+    w->expected = detail::checked_count(out.numel(), "irecv");
+    LOCKSTEP_MPI_CHECK(MPI_Irecv(w->expected == 0 ? nullptr : w->buffer.data(), w->expected, w->datatype, source,
+                                 tag, impl.comm, &w->request));
+    detail::register_work(w);
+    return Work(std::move(w));
+}
+
 void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
     t.check_defined("send");
     impl_->check_peer(dest, OpKind::Send);
@@ -57,6 +73,72 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     }
     return out;
 }
+
+// The non-blocking forms: MPI_Isend/MPI_Irecv posted at once, completed by the first test that sees them done
+// (async/work.cpp). Arguments are checked at issue, as the blocking forms check them.
+Work Communicator::isend(const Tensor& t, int dest, int tag, CallSite site) {
+    t.check_defined("isend");
+    impl_->check_peer(dest, OpKind::Send);
+    check_tag(impl_->comm, tag, "isend");
+    auto w = impl_->new_work({.op = OpKind::Send, .input = &t, .root = dest, .message_tag = tag, .site = site});
+    w->buffer = detail::nonblocking_buffer(t, detail::Direction::In);
+    w->datatype = mpi_datatype(t.dtype());
+    w->p2p_board = impl_->p2p_board;
+    const int n = detail::checked_count(t.numel(), "isend");
+    LOCKSTEP_MPI_CHECK(MPI_Isend(n == 0 ? nullptr : w->buffer.data(), n, w->datatype, dest, tag, impl_->comm,
+                                 &w->request));
+    detail::register_work(w);
+    return Work(std::move(w));
+}
+
+Work Communicator::irecv(Tensor& out, int source, int tag, CallSite site) {
+    out.check_defined("irecv");
+    out.check_writable("irecv");
+    impl_->check_peer(source, OpKind::Recv);
+    check_tag(impl_->comm, tag, "irecv", true);
+    return impl_->post_receive(out, source, tag, site);
+}
+
+Work Communicator::irecv_any(Tensor& out, int tag, CallSite site) {
+    out.check_defined("irecv");
+    out.check_writable("irecv");
+    check_tag(impl_->comm, tag, "irecv", true);
+    return impl_->post_receive(out, MPI_ANY_SOURCE, tag, site);
+}
+
+namespace detail {
+
+bool progress_point_to_point(WorkState& w) {
+    if (w.done()) return true;
+    const std::unique_lock lock(w.progress_mutex, std::try_to_lock);
+    if (!lock.owns_lock() || w.done()) return w.done();  // another thread is testing it
+    int flag = 0;
+    MPI_Status status;
+    std::exception_ptr failure;
+    try {
+        LOCKSTEP_MPI_CHECK(MPI_Test(&w.request, &flag, &status));
+        if (flag == 0) return false;
+        if (w.record.op == OpKind::Recv) {
+            int received = 0;
+            LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, w.datatype, &received));
+            w.source = status.MPI_SOURCE;
+            if (received != w.expected) {
+                throw ShapeError(fmt::format(
+                    "irecv: rank {} sent {} elements but {} expects {}; send and receive tensors of the same shape",
+                    status.MPI_SOURCE, received, w.target.str(), w.expected));
+            }
+            copy_back_received(w.buffer, w.target);
+            w.result = w.target;
+        }
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    w.buffer = Tensor();
+    w.complete(failure);
+    return true;
+}
+
+}  // namespace detail
 
 int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
     out.check_defined("recv");

@@ -1,0 +1,113 @@
+#include "queue.hpp"
+
+namespace lockstep::detail {
+
+namespace {
+thread_local const WorkState* running_on_this_thread = nullptr;
+}
+
+const WorkState* AsyncQueue::running_here() noexcept {
+    return running_on_this_thread;
+}
+
+AsyncQueue::AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded)
+    : view_(std::move(view)), release_view_(release_view) {
+    if (threaded) thread_ = std::thread([this] { loop(); });
+    register_queue(this);
+}
+
+AsyncQueue::~AsyncQueue() {
+    forget_queue(this);
+    drain();
+    {
+        std::scoped_lock lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    release_view_(view_);
+}
+
+void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
+    state->queue = this;
+    pending_.fetch_add(1, std::memory_order_acq_rel);
+    {
+        std::scoped_lock lock(mutex_);
+        queue_.push_back(std::move(state));
+    }
+    wake_.notify_one();
+}
+
+void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
+    state->phase.store(WorkPhase::Running, std::memory_order_release);
+    running_on_this_thread = state.get();
+    std::exception_ptr failure;
+    try {
+        state->body(view_, *state);
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    running_on_this_thread = nullptr;
+    state->body = nullptr;  // lets go of the tensors it held
+    state->complete(failure);
+    {
+        std::scoped_lock lock(mutex_);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    idle_.notify_all();
+}
+
+void AsyncQueue::loop() {
+    for (;;) {
+        std::shared_ptr<WorkState> next;
+        {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping, and nothing left
+            next = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        execute(next);
+    }
+}
+
+bool AsyncQueue::run_next() {
+    std::shared_ptr<WorkState> next;
+    {
+        std::scoped_lock lock(mutex_);
+        if (queue_.empty()) return false;
+        next = std::move(queue_.front());
+        queue_.pop_front();
+    }
+    execute(next);
+    return true;
+}
+
+void AsyncQueue::drain() {
+    if (!threaded()) {
+        std::scoped_lock run(run_mutex_);
+        while (run_next()) {
+        }
+        return;
+    }
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+}
+
+bool AsyncQueue::run_through(WorkState& state, std::chrono::steady_clock::time_point deadline) {
+    if (!threaded()) {
+        // Runs to completion whatever the deadline: a collective cannot be left half done.
+        std::scoped_lock run(run_mutex_);
+        while (!state.done() && run_next()) {
+        }
+        return state.done();
+    }
+    std::unique_lock lock(state.done_mutex);
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+        state.done_cv.wait(lock, [&] { return state.done(); });
+        return true;
+    }
+    return state.done_cv.wait_until(lock, deadline, [&] { return state.done(); });
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,64 @@
+#pragma once
+// A communicator's queue of non-blocking collectives (internal).
+//
+// Collectives must start in the same order on every rank, so the queue runs them one at a time in issue order, each
+// as its blocking form (the funnel: board, debug-mode signature exchange, payload) on a view of the communicator.
+// With a progress thread (the default where MPI gives MPI_THREAD_MULTIPLE) the thread runs them while the caller
+// computes: it sleeps on a condition variable while the queue is empty and costs nothing then; while a collective
+// runs it is inside MPI, which polls. Without one, wait() and test() run the queue up to the operation they are
+// asked about, on the calling thread. A blocking collective on the communicator first waits for the queue to empty
+// (drain), so that it starts after the non-blocking ones issued before it, as on every other rank.
+
+#include "work_state.hpp"
+
+#include <lockstep/communicator.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace lockstep::detail {
+
+class AsyncQueue {
+public:
+    // `view` refers to the communicator's Impl without owning it; `release_view` gives up that reference when the
+    // queue goes (the Impl outlives its queue).
+    AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded);
+    ~AsyncQueue();  // drains, then stops the thread
+    AsyncQueue(const AsyncQueue&) = delete;
+    AsyncQueue& operator=(const AsyncQueue&) = delete;
+
+    void submit(std::shared_ptr<WorkState> state);
+    // Returns once every collective submitted so far has completed.
+    void drain();
+    // Returns once `state` has completed: with a thread, waits (at most until `deadline`, returning false when it
+    // passed); without one, runs the queue up to it here.
+    bool run_through(WorkState& state, std::chrono::steady_clock::time_point deadline);
+    [[nodiscard]] bool idle() const noexcept { return pending_.load(std::memory_order_acquire) == 0; }
+    [[nodiscard]] std::size_t pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+    [[nodiscard]] bool threaded() const noexcept { return thread_.joinable(); }
+
+    // The queued collective the calling thread is running, if any (the funnel reads its debug mode and step).
+    [[nodiscard]] static const WorkState* running_here() noexcept;
+
+private:
+    void loop();
+    void execute(const std::shared_ptr<WorkState>& state);
+    // Pops and runs the next queued state on this thread (no thread): false when the queue is empty.
+    bool run_next();
+
+    Communicator view_;
+    void (*release_view_)(Communicator&);
+    std::mutex mutex_;
+    std::condition_variable wake_;  // the thread: work or stop
+    std::condition_variable idle_;  // drain: pending_ reached 0
+    std::deque<std::shared_ptr<WorkState>> queue_;
+    std::atomic<std::size_t> pending_{0};
+    bool stop_ = false;
+    std::mutex run_mutex_;  // without a thread: one caller at a time runs the queue
+    std::thread thread_;
+};
+
+}  // namespace lockstep::detail
