@@ -74,16 +74,16 @@ void settle(lockstep_request_s& r) {
     if (r.failure != nullptr) std::rethrow_exception(r.failure);
 }
 
-// Makes progress through `step` (which returns whether the operation has completed); an error it throws is the
-// operation's, read again by settle.
+// Makes progress through `step`, which returns whether the operation has completed. An error it throws once the
+// operation has completed is the operation's, which settle reads again.
 template <typename Step>
-bool progressed(lockstep_request_s& r, Step&& step) {
+bool progressed(const lockstep_request_s& r, Step&& step) {
     try {
-        if (!step()) return false;
+        return step();
     } catch (...) {
+        if (!r.work.is_completed()) throw;
+        return true;
     }
-    settle(r);
-    return true;
 }
 
 // A completed request, settled; INVALID_USAGE while the operation runs.
@@ -111,6 +111,7 @@ lockstep_status_t lockstep_request_wait(lockstep_request_t request) {
             r.work.wait();
             return true;
         });
+        settle(r);
     });
 }
 
@@ -124,9 +125,8 @@ lockstep_status_t lockstep_request_wait_for(lockstep_request_t request, double s
                  fmt::format("{}: seconds is {}; it must be a number >= 0", entry, seconds));
         }
         require_runtime(r, entry);
-        *completed = 0;
-        const bool done = progressed(r, [&] { return r.work.wait_for(std::chrono::duration<double>(seconds)); });
-        *completed = done ? 1 : 0;
+        *completed = progressed(r, [&] { return r.work.wait_for(std::chrono::duration<double>(seconds)); }) ? 1 : 0;
+        if (*completed != 0) settle(r);
     });
 }
 
@@ -135,9 +135,8 @@ lockstep_status_t lockstep_request_test(lockstep_request_t request, int32_t* com
         lockstep_request_s& r = c_api::request(request, "lockstep_request_test");
         require_out(completed, "completed");
         require_runtime(r, "lockstep_request_test");
-        *completed = 0;
-        const bool done = progressed(r, [&] { return r.work.test(); });
-        *completed = done ? 1 : 0;
+        *completed = progressed(r, [&] { return r.work.test(); }) ? 1 : 0;
+        if (*completed != 0) settle(r);
     });
 }
 
