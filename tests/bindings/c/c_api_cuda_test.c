@@ -1,10 +1,10 @@
 /* The C interface on CUDA memory, from a C99 program that includes lockstep.h and CUDA's runtime API only: tensors
  * made by lockstep on the device, the caller's cudaMalloc memory wrapped without a copy (deleter called once),
  * DLPack export and import of CUDA and CUDA-host memory (legacy and versioned), the per-call stream option (the
- * collective waits for work the caller queued on its stream), every collective on device tensors (blocking and
- * non-blocking, sends and receives posted first included), and the debug-mode
- * refusals (shape mismatch, read-only target) with the same text on every rank. Run under mpirun with 2 or more
- * ranks; exits 77 (skipped) where no CUDA device exists. */
+ * collective waits for work the caller queued on its stream), every collective on device tensors, non-blocking
+ * allreduce and reduce and an irecv/isend exchange on them, and the debug-mode refusals (shape mismatch, read-only
+ * target) with the same text on every rank. Run under mpirun with 2 or more ranks; exits 77 (skipped) where no CUDA
+ * device exists. */
 #define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include "lockstep.h"
 
