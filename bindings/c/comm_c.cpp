@@ -266,16 +266,23 @@ struct NonBlockingCall {
     void operator()(const lockstep_call_options_t* options, lockstep_request_t* request, Check&& check, Start&& start) {
         NewRequestHandle r;
         r->comm = handle;
-        CallSite site;
-        site.file_name = "<C caller>";
-        site.function_name = entry;
+        // The caller's place, once its options were read. Not assigned over a fallback: GCC may build a returned
+        // value in the assigned variable itself, which then holds garbage when the function throws instead.
+        std::optional<CallSite> given;
         std::exception_ptr error;
         try {
-            site = nonblocking_call_site(options, entry);
+            given.emplace(nonblocking_call_site(options, entry));
             if (request == nullptr) throw InvalidArgumentError(fmt::format("{}: request is NULL", entry));
             check();
         } catch (...) {
             error = std::current_exception();
+        }
+        CallSite site;
+        if (given) {
+            site = *given;
+        } else {
+            site.file_name = "<C caller>";
+            site.function_name = entry;
         }
         if (error) {
             r->work = comm.ireject_call(op, input, root, reduce_op, error, site);
