@@ -266,8 +266,8 @@ struct NonBlockingCall {
     void operator()(const lockstep_call_options_t* options, lockstep_request_t* request, Check&& check, Start&& start) {
         NewRequestHandle r;
         r->comm = handle;
-        // The caller's place, once its options were read. Not assigned over a fallback: GCC may build a returned
-        // value in the assigned variable itself, which then holds garbage when the function throws instead.
+        // The caller's place, once its options were read; the fallback is written only after the try. (Assigned over
+        // a fallback, a variable read after the assigning call threw held garbage in a -O1 -fsanitize=thread build.)
         std::optional<CallSite> given;
         std::exception_ptr error;
         try {
