@@ -506,6 +506,17 @@ static void test_debug(lockstep_comm_t world, int rank, int size) {
         OK(lockstep_request_free(r));
         lockstep_tensor_release(out);
     }
+    /* A binding whose own argument conversion failed on rank 0 issues the rejection instead of the collective. */
+    if (rank == 0) {
+        OK(lockstep_ireject_call(dbg, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, LOCKSTEP_SUM, "int16 has no lockstep dtype",
+                                 NULL, &r));
+    } else {
+        OK(lockstep_iallreduce(dbg, ok, ok, LOCKSTEP_SUM, NULL, &r));
+    }
+    CHECK_STATUS(lockstep_request_wait(r), LOCKSTEP_ERROR_CALL_REJECTED);
+    CHECK(strstr(lockstep_last_error(), "int16 has no lockstep dtype") != NULL);
+    CHECK(same_everywhere(world, text_hash(lockstep_last_error()), size));
+    OK(lockstep_request_free(r));
     /* The communicator still works. */
     OK(lockstep_iallreduce(dbg, ok, ok, LOCKSTEP_SUM, NULL, &r));
     WAIT_OK(r);
@@ -690,6 +701,13 @@ static void test_misuse(lockstep_comm_t world, int rank, int size) {
         OK(lockstep_ibarrier(world, &bad, &r));
         finish(r, LOCKSTEP_ERROR_INVALID_ARGUMENT);
     }
+    /* A rejection with debug off: this rank's own error at its wait; an unknown collective fails at once. */
+    OK(lockstep_ireject_call(world, LOCKSTEP_COLLECTIVE_BROADCAST, 0, LOCKSTEP_SUM, "bad", NULL, &r));
+    finish(r, LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(lockstep_last_error(), "bad") != NULL);
+    r = zeroed;
+    CHECK_STATUS(lockstep_ireject_call(world, 99, -1, LOCKSTEP_SUM, "bad", NULL, &r), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(r == NULL && names("lockstep_ireject_call", "unknown collective"));
     /* Still usable; and a request freed without a wait (collective, and a send the peer receives). */
     OK(lockstep_iallreduce(world, t, t, LOCKSTEP_SUM, NULL, &r));
     OK(lockstep_request_free(r));
