@@ -482,8 +482,7 @@ LOCKSTEP_C_API lockstep_status_t lockstep_iallgather(lockstep_comm_t comm, locks
                                                      lockstep_request_t* request);
 LOCKSTEP_C_API lockstep_status_t lockstep_iscatter(lockstep_comm_t comm, lockstep_tensor_t input,
                                                    lockstep_tensor_t output, int32_t root,
-                                                   const lockstep_call_options_t* options,
-                                                   lockstep_request_t* request);
+                                                   const lockstep_call_options_t* options, lockstep_request_t* request);
 LOCKSTEP_C_API lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input,
                                                           lockstep_tensor_t output, lockstep_reduce_op_t op,
                                                           const lockstep_call_options_t* options,
