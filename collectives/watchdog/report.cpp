@@ -48,7 +48,13 @@ namespace {
 std::string requests_lines(const nlohmann::json& b) {
     if (!b.contains("requests")) return {};
     std::string text;
-    for (const auto& r : b["requests"]) {
+    const auto& requests = b["requests"];
+    // The oldest few, and those a thread waits for: a loop that issued thousands would bury the report.
+    constexpr std::size_t shown_at_most = 8;
+    std::size_t shown = 0;
+    for (const auto& r : requests) {
+        if (shown >= shown_at_most && !r.value("waiting", false)) continue;
+        ++shown;
         text += fmt::format("\n      request #{} {} issued at {}, {:.1f} s ago: {}", r.value("id", 0),
                             r.value("op", "?"), r.value("site", "?"), r.value("seconds", 0.0), r.value("state", "?"));
         if (r.value("waiting", false)) {
@@ -58,6 +64,10 @@ std::string requests_lines(const nlohmann::json& b) {
         } else {
             text += "; never waited for so far";
         }
+    }
+    if (shown < requests.size()) {
+        text += fmt::format("\n      ... and {} more {} not waited for", requests.size() - shown,
+                            requests.size() - shown == 1 ? "request" : "requests");
     }
     return text;
 }

@@ -59,6 +59,7 @@ def main() -> int:
             ("queued, not started; never waited for so far" in output, "its state: queued, never waited for"),
             ("issued the call without blocking (request #" in output, "the hint names the request"),
             ("runs only inside wait() or test()" in output, "the hint says why it never started"),
+            ("... and 12 more requests not waited for" in output, "each process lists 8 of its 20 requests"),
         ]
     elif mode == "unwaited":
         checks = [

@@ -1,9 +1,9 @@
 // Jobs whose non-blocking operations are left behind the ways real programs leave them; collectives/nonblocking_test.py
 // runs them with a short timeout and reads what lockstep says.
 //
-//   nonblocking_program never_wait   (run without a progress thread) every rank issues an iallreduce; the last rank
-//                                    never waits for it and computes instead, so its part never starts: the others'
-//                                    wait becomes a report naming the request the last rank never waited for.
+//   nonblocking_program never_wait   (run without a progress thread) every rank issues 20 iallreduces; the last rank
+//                                    never waits for the first and computes instead, so its part never starts: the
+//                                    others' wait becomes a report naming the request the last rank never waited for.
 //   nonblocking_program unwaited     (with a progress thread) the last rank issues an iallreduce and a receive that
 //                                    nothing matches, waits for neither, and finalizes: the job completes, and the
 //                                    last rank's warning names both requests.
@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
     lockstep::Tensor x = lockstep::Tensor::ones({16});
     if (mode == "never_wait") {
         lockstep::Work w = comm.iallreduce_(x);
+        std::vector<lockstep::Work> more;  // 19 more behind it: the report lists a few and counts the rest
+        for (int i = 0; i < 19; ++i) more.push_back(comm.iallreduce(x));
         if (me == last) {
             std::this_thread::sleep_for(std::chrono::seconds(60));  // computes, and never waits for w
         }
