@@ -9,7 +9,9 @@ import sys
 mpirun, program, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = subprocess.run([mpirun, "-n", str(np), program], capture_output=True, text=True, timeout=120)
 want = {
-    f"process {rank}: layer {layer} gradient mean {layer + (np - 1) / 2:.1f}" for rank in range(np) for layer in range(4)
+    f"process {rank}: layer {layer} gradient mean {layer + (np - 1) / 2:.1f}"
+    for rank in range(np)
+    for layer in range(4)
 }
 got = set(r.stdout.splitlines())
 ok = r.returncode == 0 and got == want and "never waited for" not in r.stdout + r.stderr
