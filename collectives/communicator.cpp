@@ -172,12 +172,6 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::Ca
     w->record.comm_id = id;
     w->record.timeout = timeout;
     w->collective = !detail::traits(call.op).point_to_point;
-    w->what = detail::record_text(w->record);
-    if (w->collective) {
-        // No call number yet: it is given when the queue runs the call.
-        if (const auto hash = w->what.find(" #0"); hash != std::string::npos) w->what.erase(hash, 3);
-    }
-    w->site = detail::site_text(w->record);
     w->issued = std::chrono::steady_clock::now();
     w->debug = debug;
     w->step = step;

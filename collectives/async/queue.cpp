@@ -63,15 +63,15 @@ void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
 
 void AsyncQueue::loop() {
     for (;;) {
-        std::shared_ptr<WorkState> next;
         {
             std::unique_lock lock(mutex_);
             wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
             if (queue_.empty()) return;  // stopping, and nothing left
-            next = std::move(queue_.front());
-            queue_.pop_front();
         }
-        execute(next);
+        // A waiting caller may be running the queue itself (run_through): then this waits for it, and finds what is
+        // left.
+        const std::scoped_lock running(exec_mutex_);
+        (void)run_next();
     }
 }
 
@@ -88,30 +88,39 @@ bool AsyncQueue::run_next() {
 }
 
 void AsyncQueue::drain() {
-    if (!threaded()) {
-        std::scoped_lock run(run_mutex_);
+    // What is queued runs here unless the thread is running it: a blocking call after non-blocking ones does not wait
+    // for the thread to be woken.
+    if (std::unique_lock running(exec_mutex_, std::try_to_lock); running.owns_lock() || !threaded()) {
+        if (!running.owns_lock()) running.lock();
         while (run_next()) {
         }
-        return;
+        if (!threaded()) return;
     }
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 bool AsyncQueue::run_through(WorkState& state, std::chrono::steady_clock::time_point deadline) {
-    if (!threaded()) {
-        // Runs to completion whatever the deadline: a collective cannot be left half done.
-        std::scoped_lock run(run_mutex_);
-        while (!state.done() && run_next()) {
+    const bool forever = deadline == std::chrono::steady_clock::time_point::max();
+    while (!state.done()) {
+        // A wait without a time limit runs the queue up to `state` on the calling thread when the progress thread is
+        // not running it (the one way without a thread): a collective issued and waited for at once costs no thread
+        // wake-up. One with a limit leaves it to the thread, since a collective cannot be left half done.
+        if (forever || !threaded()) {
+            std::unique_lock running(exec_mutex_, std::try_to_lock);
+            if (!threaded() && !running.owns_lock()) running.lock();
+            if (running.owns_lock()) {
+                while (!state.done() && run_next()) {
+                }
+                if (state.done() || !threaded()) return state.done();
+            }
         }
-        return state.done();
+        std::unique_lock lock(state.done_mutex);
+        const auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
+        if (state.done_cv.wait_until(lock, until, [&] { return state.done(); })) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
     }
-    std::unique_lock lock(state.done_mutex);
-    if (deadline == std::chrono::steady_clock::time_point::max()) {
-        state.done_cv.wait(lock, [&] { return state.done(); });
-        return true;
-    }
-    return state.done_cv.wait_until(lock, deadline, [&] { return state.done(); });
+    return true;
 }
 
 }  // namespace lockstep::detail

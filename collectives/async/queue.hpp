@@ -5,9 +5,11 @@
 // as its blocking form (the funnel: board, debug-mode signature exchange, payload) on a view of the communicator.
 // With a progress thread (the default where MPI gives MPI_THREAD_MULTIPLE) the thread runs them while the caller
 // computes: it sleeps on a condition variable while the queue is empty and costs nothing then; while a collective
-// runs it is inside MPI, which polls. Without one, wait() and test() run the queue up to the operation they are
-// asked about, on the calling thread. A blocking collective on the communicator first waits for the queue to empty
-// (drain), so that it starts after the non-blocking ones issued before it, as on every other rank.
+// runs it is inside MPI, which polls. A wait() that finds its operation not started yet runs the queue up to it
+// itself (no wake-up to pay when a call is issued and waited for at once). Without a thread, wait() and test() run
+// the queue up to the operation they are asked about, on the calling thread. A blocking collective on the communicator
+// first waits for the queue to empty (drain), so that it starts after the non-blocking ones issued before it, as on
+// every other rank.
 
 #include "work_state.hpp"
 
@@ -59,7 +61,7 @@ private:
     std::atomic<std::size_t> pending_{0};     // until complete() has returned
     std::atomic<std::size_t> unfinished_{0};  // until just before complete()
     bool stop_ = false;
-    std::mutex run_mutex_;  // without a thread: one caller at a time runs the queue
+    std::mutex exec_mutex_;  // held by whichever thread runs the queue: one collective of the communicator at a time
     std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
 // The shared state's outcome and the process's registry of non-blocking operations not yet settled.
 
+#include "../watchdog/report.hpp"
 #include "queue.hpp"
 
 #include <lockstep/errors.hpp>
@@ -36,7 +37,21 @@ const char* WorkState::phase_text() const noexcept {
 }
 
 std::string WorkState::text() const {
-    return fmt::format("request #{}: {} issued at {}", id, what, site);
+    return fmt::format("request #{}: {} issued at {}", id, what(), site());
+}
+
+std::string WorkState::what() const {
+    if (!collective) return record_text(record);
+    // A collective has no call number until it runs.
+    CallRecord r = record;
+    r.sequence = 0;
+    std::string s = record_text(r);
+    if (const auto hash = s.find(" #0"); hash != std::string::npos) s.erase(hash, 3);
+    return s;
+}
+
+std::string WorkState::site() const {
+    return site_text(record);
 }
 
 namespace {
@@ -178,8 +193,8 @@ nlohmann::json requests_json() {
     std::scoped_lock lock(r.mutex);
     for (const auto& [id, w] : r.works) {
         list.push_back({{"id", id},
-                        {"op", w->what},
-                        {"site", w->site},
+                        {"op", w->what()},
+                        {"site", w->site()},
                         {"comm", w->comm_id},
                         {"state", w->phase_text()},
                         {"collective", w->collective},

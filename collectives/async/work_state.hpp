@@ -37,8 +37,6 @@ struct WorkState {
     std::uint64_t comm_id = 0;
     int comm_size = 0;
     CallRecord record;  // op, dtype, shape and call site, as the boards keep them
-    std::string what;   // "lockstep::allreduce float32[1024]"
-    std::string site;   // "train.cpp:88"
     std::chrono::steady_clock::time_point issued;
     bool collective = true;
     bool debug = false;  // the communicator's debug mode and step when issued: the signature carries them
@@ -76,6 +74,9 @@ struct WorkState {
     void complete(std::exception_ptr failure);
     // "request #3: lockstep::allreduce float32[4] issued at x.cpp:12"
     [[nodiscard]] std::string text() const;
+    // "`lockstep::allreduce` float32[1024]" and "train.cpp:88", made when asked for (not at issue).
+    [[nodiscard]] std::string what() const;
+    [[nodiscard]] std::string site() const;
     [[nodiscard]] const char* phase_text() const noexcept;
 };
 
