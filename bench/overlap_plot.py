@@ -57,7 +57,8 @@ def main():
     if not by_ranks:
         raise SystemExit(f"no overlap_<n>ranks.csv under {args.results}")
     ranks = sorted(by_ranks)
-    fig, axes = plt.subplots(len(KINDS), len(ranks), figsize=(max(10.0, 5.5 * len(ranks)), 8.0), squeeze=False, sharey=True)
+    width = max(10.0, 5.5 * len(ranks))
+    fig, axes = plt.subplots(len(KINDS), len(ranks), figsize=(width, 8.0), squeeze=False, sharey=True)
     for col, n in enumerate(ranks):
         rows = by_ranks[n]
         oversubscribed = any(r["oversubscribed"] == "1" for r in rows)
@@ -72,8 +73,14 @@ def main():
                 if points:
                     ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
             if kind == "sleep":
-                ax.plot([1 << 20, 64 << 20], [80, 80], color="tab:green", linestyle="--", linewidth=1,
-                        label="target: 80 % from 1 MiB")
+                ax.plot(
+                    [1 << 20, 64 << 20],
+                    [80, 80],
+                    color="tab:green",
+                    linestyle="--",
+                    linewidth=1,
+                    label="target: 80 % from 1 MiB",
+                )
             ax.set_xscale("log", base=2)
             sizes = sorted({int(r["bytes"]) for r in rows})
             ax.set_xticks(sizes)
