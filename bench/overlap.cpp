@@ -15,9 +15,10 @@
 //   cpu    a loop of arithmetic over a 16 KiB buffer (L1-resident: it takes CPU time, not memory bandwidth);
 //   sleep  std::this_thread::sleep_for: the CPU is free, as the host thread is while a GPU kernel runs.
 // For each size the computation is calibrated to last as long as that variant's communication alone. Each sample
-// times k calls (k sets a sample to at least about 1 ms) between two barriers, and takes the slowest rank's mean
-// per call; every measurement of every variant runs once per repetition, the variants in an order that rotates from
-// one repetition to the next, so that load on the machine hits them alike. The tables give medians over repetitions:
+// times k calls (k sets a sample to at least about 10 ms, so that a preemption by other work spreads over many calls)
+// between two barriers, and takes the slowest rank's mean per call; every measurement of every variant runs once per
+// repetition, the variants in an order that rotates from one repetition to the next, so that load on the machine hits
+// them alike. The tables give medians over repetitions:
 //   comm        issue, then wait at once;
 //   compute     the computation alone;
 //   overlapped  issue, compute, wait;
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
     std::string out_dir = "bench/results";
     std::size_t max_bytes = std::size_t{64} << 20;
     CLI::App app{"Overlap of a non-blocking allreduce with computation: lockstep against raw MPI (run under mpirun)"};
-    app.add_flag("--quick", quick, "Two sizes (4 and 64 KiB), one repetition: checks that the program runs");
+    app.add_flag("--quick", quick, "Three sizes (4, 16 and 64 KiB), one repetition: checks that the program runs");
     app.add_option("--reps", reps, "Repetitions per size (default 11; 1 with --quick)");
     app.add_option("--max-bytes", max_bytes, "Largest size in bytes (sizes go up by 4 from 4 KiB)")
         ->capture_default_str();
@@ -252,8 +253,8 @@ int main(int argc, char** argv) {
                             [&] { work_unthreaded.wait(); }});
         const std::size_t nv = variants.size();
 
-        // Warm-up (connections, first touch), then each variant's communication alone: the slowest rank's median
-        // of a few calls, which the computation is calibrated to.
+        // Warm-up (connections, first touch), then each variant's communication alone, a few single calls: the
+        // slowest rank's median sets the number of calls per sample.
         std::vector<double> comm_estimate(nv);
         for (std::size_t v = 0; v < nv; ++v) {
             for (int i = 0; i < 2; ++i) {
@@ -271,9 +272,10 @@ int main(int argc, char** argv) {
             comm_estimate[v] = median(times);
         }
         MPI_Allreduce(MPI_IN_PLACE, comm_estimate.data(), static_cast<int>(nv), MPI_DOUBLE, MPI_MAX, ctrl_comm);
-        // Calls per sample: enough that the longest communication fills about 1 ms (at most 100).
+        // Calls per sample: enough that the longest communication fills about 10 ms (at most 100): a preemption by
+        // other work then stretches every kind of sample alike instead of ruining single ones.
         const double longest = *std::max_element(comm_estimate.begin(), comm_estimate.end());
-        const int calls = quick ? 1 : static_cast<int>(std::clamp(0.001 / longest, 1.0, 100.0));
+        const int calls = quick ? 1 : static_cast<int>(std::clamp(0.01 / longest, 1.0, 100.0));
 
         // One sample: `calls` times `body` between a barrier and the end, this rank's mean per call.
         const auto sample = [&](const std::function<void()>& body) {
@@ -282,31 +284,34 @@ int main(int argc, char** argv) {
             for (int i = 0; i < calls; ++i) body();
             return seconds_since(t0) / calls;
         };
-        const auto median_of_samples = [&](const std::function<void()>& body) {
-            std::vector<double> times;
-            for (int i = 0; i < 3; ++i) times.push_back(sample(body));
-            return median(times);
+        // The fastest of three samples: the least disturbed by other work on the machine, which only adds time.
+        const auto fastest_of_samples = [&](const std::function<void()>& body) {
+            double best = 1e9;
+            for (int i = 0; i < 3; ++i) best = std::min(best, sample(body));
+            return best;
         };
 
-        // The computation of each variant, as long as its communication: arithmetic passes, or a sleep. Each is
-        // timed once as first set and corrected by what it took (a loaded machine stretches the passes; a sleep
-        // overshoots by the wake-up latency, which is taken off the request where the request is longer).
+        // The computation of each variant, as long as its communication (its fastest time): arithmetic passes, or a
+        // sleep. Each is timed as first set (fastest of three) and corrected by what it took (a sleep overshoots by
+        // the wake-up latency, which is taken off the request where the request is longer).
         std::vector<std::function<void()>> compute_cpu(nv), compute_sleep(nv);
         std::vector<double> target(nv);
         for (std::size_t v = 0; v < nv; ++v) {
-            target[v] = median_of_samples([&] {
+            target[v] = fastest_of_samples([&] {
                 variants[v].issue();
                 variants[v].wait();
             });
         }
         MPI_Allreduce(MPI_IN_PLACE, target.data(), static_cast<int>(nv), MPI_DOUBLE, MPI_MAX, ctrl_comm);
         for (std::size_t v = 0; v < nv; ++v) {
+            // Both are the communication's time; other work on the machine only lengthens either.
+            target[v] = std::min(target[v], comm_estimate[v]);
             auto passes = std::max<std::int64_t>(1, std::llround(target[v] / pass_seconds));
-            const double took = median_of_samples([&] { arithmetic.passes(passes); });
+            const double took = fastest_of_samples([&] { arithmetic.passes(passes); });
             passes = std::max<std::int64_t>(1, std::llround(static_cast<double>(passes) * target[v] / took));
             compute_cpu[v] = [&arithmetic, passes] { arithmetic.passes(passes); };
             const double slept =
-                median_of_samples([&] { std::this_thread::sleep_for(std::chrono::duration<double>(target[v])); });
+                fastest_of_samples([&] { std::this_thread::sleep_for(std::chrono::duration<double>(target[v])); });
             const auto request = std::chrono::duration<double>(std::max(target[v] / 4, 2 * target[v] - slept));
             compute_sleep[v] = [request] { std::this_thread::sleep_for(request); };
         }
@@ -398,7 +403,8 @@ int main(int argc, char** argv) {
         const std::string stem = fmt::format("overlap_{}ranks", n);
         std::ofstream(dir / (stem + ".csv")) << csv;
         std::ofstream(dir / (stem + ".json")) << json;
-        std::ofstream(dir / (stem + ".md")) << header << "\n\n" << table;
+        std::ofstream(dir / (stem + ".md")) << header << "\n\n"
+                                            << table << "\nLoad average at the end: " << load_average() << "\n";
         std::fprintf(stderr, "written to %s/%s.{csv,json,md}\n", out_dir.c_str(), stem.c_str());
     }
     return 0;
