@@ -34,11 +34,8 @@ KINDS = [("cpu", "CPU-bound work"), ("sleep", "CPU free (sleep)")]
 
 
 def size_text(b):
-    if b >= 1 << 20:
-        return f"{b >> 20} MiB"
-    if b >= 1 << 10:
-        return f"{b >> 10} KiB"
-    return f"{b} B"
+    shift, unit = next(((s, u) for s, u in ((20, "MiB"), (10, "KiB")) if b >= 1 << s), (0, "B"))
+    return f"{b >> shift} {unit}"
 
 
 def load(results_dirs):
