@@ -381,7 +381,7 @@ void bind_communicator(py::module_& m) {
                     lockstep_comm_t handle = c.handle();
                     Operand t = to_operand(x, false);
                     auto call = [handle, tensor = t.handle, root](const lockstep_call_options_t* o,
-                                                             lockstep_request_t* request) {
+                                                                  lockstep_request_t* request) {
                         return request != nullptr ? lockstep_ibroadcast(handle, tensor, tensor, root, o, request)
                                                   : lockstep_broadcast(handle, tensor, tensor, root, o);
                     };
@@ -406,10 +406,10 @@ void bind_communicator(py::module_& m) {
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    auto call = [handle, in = input.handle, out = output.handle, reduce_op](const lockstep_call_options_t* o,
-                                                                             lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_iallreduce(handle, in, out, reduce_op, o, request)
-                                                  : lockstep_allreduce(handle, in, out, reduce_op, o);
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iallreduce(handle, in, into, reduce_op, o, request)
+                                                  : lockstep_allreduce(handle, in, into, reduce_op, o);
                     };
                     py::object result = out.is_none() ? x : out;
                     if (nonblocking) {
@@ -435,10 +435,10 @@ void bind_communicator(py::module_& m) {
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    auto call = [handle, in = input.handle, out = output.handle, reduce_op, root](
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op, root](
                                     const lockstep_call_options_t* o, lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_ireduce(handle, in, out, reduce_op, root, o, request)
-                                                  : lockstep_reduce(handle, in, out, reduce_op, root, o);
+                        return request != nullptr ? lockstep_ireduce(handle, in, into, reduce_op, root, o, request)
+                                                  : lockstep_reduce(handle, in, into, reduce_op, root, o);
                     };
                     py::object result = out.is_none() ? x : out;
                     if (nonblocking) {
@@ -462,10 +462,10 @@ void bind_communicator(py::module_& m) {
                     Operand input = to_operand(x, false);
                     Output output(out, input.handle, true,
                                   [&](const Tensor& in) { return gathered_shape(in, c.size()); });
-                    auto call = [handle, in = input.handle, out = output.handle()](const lockstep_call_options_t* o,
-                                                                       lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_iallgather(handle, in, out, o, request)
-                                                  : lockstep_allgather(handle, in, out, o);
+                    auto call = [handle, in = input.handle, into = output.handle()](const lockstep_call_options_t* o,
+                                                                                    lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iallgather(handle, in, into, o, request)
+                                                  : lockstep_allgather(handle, in, into, o);
                     };
                     if (nonblocking) {
                         Pending pending = pending_of(output.result(), {x}, std::move(input));
@@ -482,8 +482,8 @@ void bind_communicator(py::module_& m) {
             py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "gather",
-            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag,
-               py::object stream, py::object async_op) -> py::object {
+            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag, py::object stream,
+               py::object async_op) -> py::object {
                 int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.gather", "root"});
@@ -494,10 +494,10 @@ void bind_communicator(py::module_& m) {
                     // A given output is also a non-root's: every rank checks a given output alike.
                     Output output(out, input.handle, is_root,
                                   [&](const Tensor& in) { return gathered_shape(in, c.size()); });
-                    auto call = [handle, in = input.handle, out = output.handle(), root](const lockstep_call_options_t* o,
-                                                                             lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_igather(handle, in, out, root, o, request)
-                                                  : lockstep_gather(handle, in, out, root, o);
+                    auto call = [handle, in = input.handle, into = output.handle(), root](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_igather(handle, in, into, root, o, request)
+                                                  : lockstep_gather(handle, in, into, root, o);
                     };
                     py::object result = is_root ? output.result() : py::none();
                     if (nonblocking) {
@@ -515,8 +515,8 @@ void bind_communicator(py::module_& m) {
             py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "scatter",
-            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag,
-               py::object stream, py::object async_op) {
+            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag, py::object stream,
+               py::object async_op) {
                 int32_t root = -1;
                 return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.scatter", "root"});
@@ -524,10 +524,10 @@ void bind_communicator(py::module_& m) {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Operand output = to_operand(out, false);
-                    auto call = [handle, in = input.handle, out = output.handle, root](const lockstep_call_options_t* o,
-                                                                           lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_iscatter(handle, in, out, root, o, request)
-                                                  : lockstep_scatter(handle, in, out, root, o);
+                    auto call = [handle, in = input.handle, into = output.handle, root](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iscatter(handle, in, into, root, o, request)
+                                                  : lockstep_scatter(handle, in, into, root, o);
                     };
                     if (nonblocking) {
                         return issue_request("Communicator.scatter", "scatter", handle, tag, stream,
@@ -555,10 +555,10 @@ void bind_communicator(py::module_& m) {
                         if (!shape.empty()) shape[0] /= c.size();
                         return shape;
                     });
-                    auto call = [handle, in = input.handle, out = output.handle(), reduce_op](const lockstep_call_options_t* o,
-                                                                                  lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_ireduce_scatter(handle, in, out, reduce_op, o, request)
-                                                  : lockstep_reduce_scatter(handle, in, out, reduce_op, o);
+                    auto call = [handle, in = input.handle, into = output.handle(), reduce_op](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ireduce_scatter(handle, in, into, reduce_op, o, request)
+                                                  : lockstep_reduce_scatter(handle, in, into, reduce_op, o);
                     };
                     if (nonblocking) {
                         Pending pending = pending_of(output.result(), {x}, std::move(input));
@@ -582,10 +582,10 @@ void bind_communicator(py::module_& m) {
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Output output(out, input.handle, true, [](const Tensor& in) { return in.shape(); });
-                    auto call = [handle, in = input.handle, out = output.handle()](const lockstep_call_options_t* o,
-                                                                       lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_ialltoall(handle, in, out, o, request)
-                                                  : lockstep_alltoall(handle, in, out, o);
+                    auto call = [handle, in = input.handle, into = output.handle()](const lockstep_call_options_t* o,
+                                                                                    lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ialltoall(handle, in, into, o, request)
+                                                  : lockstep_alltoall(handle, in, into, o);
                     };
                     if (nonblocking) {
                         Pending pending = pending_of(output.result(), {x}, std::move(input));
@@ -611,11 +611,11 @@ void bind_communicator(py::module_& m) {
                         const lockstep_tensor_t in = input.handle;
                         Pending pending = pending_of(py::none(), {x}, std::move(input));
                         pending.kind = RequestResult::NewTensor;
-                        return issue_request("Communicator.gather_uneven", "gather_uneven", handle, tag, stream,
-                                             std::move(pending),
-                                             [handle, in](const lockstep_call_options_t* o, lockstep_request_t* request) {
-                                                 return lockstep_igather_uneven(handle, in, o, request);
-                                             });
+                        return issue_request(
+                            "Communicator.gather_uneven", "gather_uneven", handle, tag, stream, std::move(pending),
+                            [handle, in](const lockstep_call_options_t* o, lockstep_request_t* request) {
+                                return lockstep_igather_uneven(handle, in, o, request);
+                            });
                     }
                     lockstep_tensor_t result = nullptr;
                     run_collective("Communicator.gather_uneven", tag, stream, [&](const lockstep_call_options_t* o) {
@@ -636,7 +636,7 @@ void bind_communicator(py::module_& m) {
                 lockstep_comm_t handle = c.handle();
                 Operand t = to_operand(x, false);
                 auto call = [handle, tensor = t.handle, dest, tag](const lockstep_call_options_t* o,
-                                                              lockstep_request_t* request) {
+                                                                   lockstep_request_t* request) {
                     return request != nullptr ? lockstep_isend(handle, tensor, dest, tag, o, request)
                                               : lockstep_send(handle, tensor, dest, tag, o);
                 };
@@ -645,8 +645,8 @@ void bind_communicator(py::module_& m) {
                                          pending_of(py::none(), {x}, std::move(t)), call, "name");
                 }
                 run_collective(
-                    "Communicator.send", name, stream, [&](const lockstep_call_options_t* o) { return call(o, nullptr); },
-                    "name");
+                    "Communicator.send", name, stream,
+                    [&](const lockstep_call_options_t* o) { return call(o, nullptr); }, "name");
                 return py::none();
             },
             py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),

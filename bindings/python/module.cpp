@@ -15,8 +15,8 @@
 // "used_dltensor[_versioned]") and lockstep calls the producer's deleter.
 //
 // This file only registers the parts, each through its header's bind_* (Tensor and Request before Communicator, whose
-// collectives return them, so that their signatures name the Python classes). Every part includes pybind11/stl.h: pybind11 needs
-// the same type casters in every translation unit of a module.
+// collectives return them, so that their signatures name the Python classes). Every part includes pybind11/stl.h:
+// pybind11 needs the same type casters in every translation unit of a module.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

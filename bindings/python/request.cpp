@@ -124,9 +124,9 @@ bool Request::poll(Poll how, double seconds) {
 
 bool Request::wait(std::optional<double> timeout) {
     if (timeout && !(*timeout >= 0.0)) {
-        raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
-                     "Request.wait: the timeout must be None or a number of seconds >= 0, got " +
-                         std::to_string(*timeout));
+        raise_status(
+            LOCKSTEP_ERROR_INVALID_ARGUMENT,
+            "Request.wait: the timeout must be None or a number of seconds >= 0, got " + std::to_string(*timeout));
     }
     if (!poll(timeout ? Poll::WaitFor : Poll::Wait, timeout.value_or(0.0))) return false;
     raise_outcome();

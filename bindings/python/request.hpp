@@ -32,17 +32,17 @@ namespace py = pybind11;
 
 // What result() gives once the operation completed.
 enum class RequestResult {
-    Given,         // the object of the call (what the blocking call returns: x, out, a new Tensor or None)
-    NewTensor,     // the tensor the library created (gather_uneven)
-    Source,        // the rank a receive got its message from (what the blocking recv returns)
+    Given,      // the object of the call (what the blocking call returns: x, out, a new Tensor or None)
+    NewTensor,  // the tensor the library created (gather_uneven)
+    Source,     // the rank a receive got its message from (what the blocking recv returns)
 };
 
 // What a non-blocking call hands to its Request: the blocking call's return value and everything the operation uses.
 struct Pending {
     py::object result = py::none();
     RequestResult kind = RequestResult::Given;
-    std::vector<Operand> operands;   // buffers held exported, tensors held, until completion
-    std::vector<py::object> objects; // the Python objects given to the call
+    std::vector<Operand> operands;    // buffers held exported, tensors held, until completion
+    std::vector<py::object> objects;  // the Python objects given to the call
 };
 
 class Request {
