@@ -16,6 +16,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,19 @@ struct lockstep_comm_s {
 
 struct lockstep_runtime_s {
     int unused = 0;
+};
+
+// A non-blocking operation (request_c.cpp): the C++ Work, and what this layer adds to it.
+struct lockstep_request_s {
+    lockstep::Work work;
+    lockstep_comm_s* comm = nullptr;  // where its errors are recorded too, while that handle lives
+    bool gives_result = false;        // lockstep_igather_uneven: lockstep_request_result hands out the new tensor
+    // Where the C++ operation returns a new tensor and the C call has an output, the copy into that output: run once,
+    // by the first call that sees the operation complete (wait, wait_for, test, source, result).
+    std::function<void(const lockstep::Tensor& result)> finish;
+    std::mutex mutex;
+    bool settled = false;        // under mutex: the outcome below is final
+    std::exception_ptr failure;  // under mutex: the operation's error, or the copy's
 };
 
 namespace lockstep::c_api {
@@ -117,6 +132,23 @@ private:
 };
 lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t);
 
+// The request behind the handle argument `argument` of `entry`; INVALID_ARGUMENT for NULL and a handle no live
+// request's (freed, or never made).
+lockstep_request_s& request(lockstep_request_s* handle, const char* entry, const char* argument = "request");
+// A request handle being made, as NewTensorHandle.
+class NewRequestHandle {
+public:
+    NewRequestHandle();
+    ~NewRequestHandle();
+    NewRequestHandle(const NewRequestHandle&) = delete;
+    NewRequestHandle& operator=(const NewRequestHandle&) = delete;
+    lockstep_request_s* operator->() const noexcept { return handle_.get(); }
+    lockstep_request_s* release() noexcept { return handle_.release(); }
+
+private:
+    std::unique_ptr<lockstep_request_s> handle_;
+};
+
 // Reads a caller's options struct of any earlier or equal version: fields the caller's struct has override
 // `defaults`, the others keep them. A struct_size smaller than the first two fields is INVALID_ARGUMENT; a larger
 // one (a newer header) is accepted only when the fields this library does not know are zero, else VERSION; one
@@ -174,6 +206,9 @@ CallSite call_site(const lockstep_call_options_t* options, const char* entry, lo
 CallSite begin_call(Communicator& c, const lockstep_call_options_t* options, const char* entry, OpKind op,
                     const Tensor* input, int root, std::optional<ReduceOp> reduce_op);
 void wait_for_stream(void* stream);
+// The call site of a non-blocking operation, once the caller's stream was waited for (comm_c.cpp): its tag is kept for
+// the process's life too, since the operation reads it after the call returned.
+CallSite nonblocking_call_site(const lockstep_call_options_t* options, const char* entry);
 
 // The strings of a call site, kept once for the life of the process.
 const char* intern(std::string_view text);

@@ -122,6 +122,166 @@ ReduceOp require_op(std::optional<ReduceOp> op, lockstep_reduce_op_t code, const
     return *op;
 }
 
+// A collective's tensor arguments: the handles as given and the tensors behind them (null for a NULL or dead handle).
+// The same handle for both means in place.
+struct Tensors {
+    lockstep_tensor_s* input_handle;
+    lockstep_tensor_s* output_handle;
+    Tensor* in;
+    Tensor* out;
+    Tensors(lockstep_tensor_s* input, lockstep_tensor_s* output)
+        : input_handle(input),
+          output_handle(output),
+          in(live_tensor(input)),
+          out(output == input ? in : live_tensor(output)) {}
+    [[nodiscard]] bool in_place() const noexcept { return input_handle == output_handle; }
+    void check_input(const char* entry) const { check_tensor(in, input_handle, entry, "input"); }
+    void check_output(const char* entry) const { check_tensor(out, output_handle, entry, "output"); }
+};
+
+// The checks of each collective's C arguments, shared by its blocking and non-blocking forms.
+
+void check_broadcast(const Tensors& a, bool is_root, const char* entry) {
+    if (a.in_place()) {
+        a.check_input(entry);
+        return;
+    }
+    a.check_output(entry);
+    if (is_root) {
+        a.check_input(entry);
+    } else {
+        check_optional(a.in, a.input_handle, entry, "input");
+    }
+    // Root or not: a wrong output on every process then fails on every process, none waits alone.
+    if (a.in != nullptr) check_like(*a.out, a.in->shape(), *a.in, entry);
+}
+
+// reduce and gather: the root's output must have `shape`. A non-root's output is not written: NULL or the input is not
+// checked, any other is, like the root's.
+void check_root_output(const Tensors& a, bool is_root, const Shape& shape, const char* entry) {
+    if (is_root) {
+        a.check_output(entry);
+    } else {
+        check_optional(a.out, a.output_handle, entry, "output");
+    }
+    if (a.out != nullptr && (is_root || !a.in_place())) check_like(*a.out, shape, *a.in, entry);
+}
+
+void check_reduce(const Tensors& a, std::optional<ReduceOp> rop, lockstep_reduce_op_t op, bool is_root,
+                  const char* entry) {
+    a.check_input(entry);
+    require_op(rop, op, entry);
+    check_root_output(a, is_root, a.in->shape(), entry);
+}
+
+void check_allreduce(const Tensors& a, std::optional<ReduceOp> rop, lockstep_reduce_op_t op, const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    require_op(rop, op, entry);
+    check_like(*a.out, a.in->shape(), *a.in, entry);
+}
+
+void check_gather(const Tensors& a, bool is_root, int size, const char* entry) {
+    a.check_input(entry);
+    check_root_output(a, is_root, stacked(*a.in, size), entry);
+}
+
+void check_allgather(const Tensors& a, const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    if (a.in_place())
+        throw InvalidArgumentError(fmt::format("{}: the output must be another tensor than the input", entry));
+}
+
+// scatter: non-roots may pass no input; a placeholder of the root's shape then stands in (MPI does not read it), and
+// is what the call describes. Returns the input to pass.
+const Tensor* check_scatter(const Tensors& a, bool is_root, int size, Tensor& placeholder, const char* entry) {
+    a.check_output(entry);
+    if (is_root) {
+        a.check_input(entry);
+    } else {
+        check_optional(a.in, a.input_handle, entry, "input");
+    }
+    const Tensor* in = a.in;
+    if (in == nullptr) {
+        placeholder = Tensor::empty(stacked(*a.out, size), a.out->dtype(), a.out->device());
+        in = &placeholder;
+    }
+    if (in->dim() == 0 || in->size(0) % size != 0) {
+        throw ShapeError(fmt::format("{}: the first dimension of {} must be a multiple of the number of processes, {}",
+                                     entry, in->str(), size));
+    }
+    check_like(*a.out, split(in->shape(), size), *in, entry);
+    return in;
+}
+
+// reduce_scatter_into takes no half types: those go through reduce_scatter's own float32 accumulator and a copy.
+bool half_type(const Tensor* t) {
+    return t != nullptr && (t->dtype() == DType::Float16 || t->dtype() == DType::BFloat16);
+}
+
+void check_reduce_scatter(const Tensors& a, std::optional<ReduceOp> rop, lockstep_reduce_op_t op, int size,
+                          const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    require_op(rop, op, entry);
+    if (a.in_place())
+        throw InvalidArgumentError(fmt::format("{}: the output must be another tensor than the input", entry));
+    if (half_type(a.in)) check_like(*a.out, split(a.in->shape(), size), *a.in, entry);
+}
+
+void check_alltoall(const Tensors& a, const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    check_like(*a.out, a.in->shape(), *a.in, entry);
+}
+
+// The communicator of a non-blocking call, with the caller's request handle set to NULL first: a call that fails at
+// once leaves none to free.
+Communicator& nonblocking_communicator(lockstep_comm_s* comm, const char* entry, lockstep_request_t* request) {
+    if (request != nullptr) *request = nullptr;
+    return communicator(comm, entry);
+}
+
+// The non-blocking form of Call: the call options and this layer's checks (with whatever must happen before the
+// operation is issued), then `start`, which issues the C++ operation into the new request. When the options or a
+// check fail, the rejection is issued instead (Communicator::ireject_call): its wait raises what the blocking form
+// raises at once, in debug mode on every rank, and no rank waits for this one. Without a place for the request
+// (NULL), the rejection runs on unwaited and this call fails at once.
+struct NonBlockingCall {
+    Communicator& comm;
+    lockstep_comm_s* handle;
+    const char* entry;
+    OpKind op;
+    const Tensor* input = nullptr;
+    int root = -1;
+    std::optional<ReduceOp> reduce_op;
+
+    template <typename Check, typename Start>
+    void operator()(const lockstep_call_options_t* options, lockstep_request_t* request, Check&& check, Start&& start) {
+        NewRequestHandle r;
+        r->comm = handle;
+        CallSite site;
+        site.file_name = "<C caller>";
+        site.function_name = entry;
+        std::exception_ptr error;
+        try {
+            site = nonblocking_call_site(options, entry);
+            if (request == nullptr) throw InvalidArgumentError(fmt::format("{}: request is NULL", entry));
+            check();
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (error) {
+            r->work = comm.ireject_call(op, input, root, reduce_op, error, site);
+            if (request == nullptr) std::rethrow_exception(error);
+        } else {
+            start(site, *r.operator->());
+        }
+        *request = r.release();
+    }
+};
+
 }  // namespace
 
 namespace lockstep::c_api {
@@ -153,6 +313,14 @@ CallSite begin_call(Communicator& c, const lockstep_call_options_t* options, con
         site.function_name = entry;
         c.reject_call(op, input, root, reduce_op, std::current_exception(), site);
     }
+}
+
+CallSite nonblocking_call_site(const lockstep_call_options_t* options, const char* entry) {
+    lockstep_call_options_t parsed;
+    CallSite site = call_site(options, entry, &parsed);
+    wait_for_stream(parsed.cuda_stream);
+    if (!site.tag.empty()) site.tag = intern(site.tag);
+    return site;
 }
 
 }  // namespace lockstep::c_api
@@ -353,31 +521,16 @@ lockstep_status_t lockstep_broadcast(lockstep_comm_t comm, lockstep_tensor_t inp
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_broadcast";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
-        const Tensor* described = out != nullptr ? out : in;
+        const Tensors a(input, output);
+        const Tensor* described = a.out != nullptr ? a.out : a.in;
         const CallSite site = begin_call(c, options, entry, OpKind::Broadcast, described, root, std::nullopt);
-        Call call{c, OpKind::Broadcast, described, root, std::nullopt, site};
-        if (output == input) {
-            call([&] { check_tensor(in, input, entry, "input"); }, [&] { c.broadcast_(*in, root, site); });
-            return;
-        }
         const bool is_root = c.rank() == root;
-        call(
-            [&] {
-                check_tensor(out, output, entry, "output");
-                if (is_root) {
-                    check_tensor(in, input, entry, "input");
-                } else {
-                    check_optional(in, input, entry, "input");
-                }
-                // Root or not: a wrong output on every process then fails on every process, none waits alone.
-                if (in != nullptr) check_like(*out, in->shape(), *in, entry);
-            },
-            [&] {
-                if (is_root) ops::copy_(*out, *in);
-                c.broadcast_(*out, root, site);
-            });
+        Call call{c, OpKind::Broadcast, described, root, std::nullopt, site};
+        call([&] { check_broadcast(a, is_root, entry); },
+             [&] {
+                 if (is_root && !a.in_place()) ops::copy_(*a.out, *a.in);
+                 c.broadcast_(*a.out, root, site);
+             });
     });
 }
 
@@ -386,28 +539,16 @@ lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_reduce";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
+        const Tensors a(input, output);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
-        const CallSite site = begin_call(c, options, entry, OpKind::Reduce, in, root, rop);
+        const CallSite site = begin_call(c, options, entry, OpKind::Reduce, a.in, root, rop);
         const bool is_root = c.rank() == root;
-        Call call{c, OpKind::Reduce, in, root, rop, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                require_op(rop, op, entry);
-                if (is_root) {
-                    check_tensor(out, output, entry, "output");
-                } else {
-                    check_optional(out, output, entry, "output");
-                }
-                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
-                if (out != nullptr && (is_root || output != input)) check_like(*out, in->shape(), *in, entry);
-            },
-            [&] {
-                Tensor result = c.reduce(*in, *rop, root, site);
-                if (is_root) ops::copy_(*out, result);
-            });
+        Call call{c, OpKind::Reduce, a.in, root, rop, site};
+        call([&] { check_reduce(a, rop, op, is_root, entry); },
+             [&] {
+                 Tensor result = c.reduce(*a.in, *rop, root, site);
+                 if (is_root) ops::copy_(*a.out, result);
+             });
     });
 }
 
@@ -423,19 +564,13 @@ lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t inp
             c.allreduce_(*in, *rop, site);
             return;
         }
-        Tensor* out = output == input ? in : live_tensor(output);
+        const Tensors a(input, output);
         Call call{c, OpKind::Allreduce, in, -1, rop, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                check_tensor(out, output, entry, "output");
-                require_op(rop, op, entry);
-                check_like(*out, in->shape(), *in, entry);
-            },
-            [&] {
-                ops::copy_(*out, *in);
-                c.allreduce_(*out, *rop, site);
-            });
+        call([&] { check_allreduce(a, rop, op, entry); },
+             [&] {
+                 ops::copy_(*a.out, *a.in);
+                 c.allreduce_(*a.out, *rop, site);
+             });
     });
 }
 
@@ -444,28 +579,15 @@ lockstep_status_t lockstep_gather(lockstep_comm_t comm, lockstep_tensor_t input,
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_gather";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
-        const CallSite site = begin_call(c, options, entry, OpKind::Gather, in, root, std::nullopt);
+        const Tensors a(input, output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Gather, a.in, root, std::nullopt);
         const bool is_root = c.rank() == root;
-        Call call{c, OpKind::Gather, in, root, std::nullopt, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                if (is_root) {
-                    check_tensor(out, output, entry, "output");
-                } else {
-                    check_optional(out, output, entry, "output");
-                }
-                // A non-root's output is not written: NULL or the input is not checked, any other is, like the root's.
-                if (out != nullptr && (is_root || output != input)) {
-                    check_like(*out, stacked(*in, c.size()), *in, entry);
-                }
-            },
-            [&] {
-                Tensor result = c.gather(*in, root, site);
-                if (is_root) ops::copy_(*out, result);
-            });
+        Call call{c, OpKind::Gather, a.in, root, std::nullopt, site};
+        call([&] { check_gather(a, is_root, c.size(), entry); },
+             [&] {
+                 Tensor result = c.gather(*a.in, root, site);
+                 if (is_root) ops::copy_(*a.out, result);
+             });
     });
 }
 
@@ -474,19 +596,10 @@ lockstep_status_t lockstep_allgather(lockstep_comm_t comm, lockstep_tensor_t inp
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_allgather";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
-        const CallSite site = begin_call(c, options, entry, OpKind::Allgather, in, -1, std::nullopt);
-        Call call{c, OpKind::Allgather, in, -1, std::nullopt, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                check_tensor(out, output, entry, "output");
-                if (output == input) {
-                    throw InvalidArgumentError("lockstep_allgather: the output must be another tensor than the input");
-                }
-            },
-            [&] { c.allgather_into(*in, *out, site); });
+        const Tensors a(input, output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Allgather, a.in, -1, std::nullopt);
+        Call call{c, OpKind::Allgather, a.in, -1, std::nullopt, site};
+        call([&] { check_allgather(a, entry); }, [&] { c.allgather_into(*a.in, *a.out, site); });
     });
 }
 
@@ -495,36 +608,20 @@ lockstep_status_t lockstep_scatter(lockstep_comm_t comm, lockstep_tensor_t input
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_scatter";
         Communicator& c = communicator(comm, entry);
-        const Tensor* in = live_tensor(input);
-        Tensor* out = live_tensor(output);
-        const CallSite site = begin_call(c, options, entry, OpKind::Scatter, in, root, std::nullopt);
+        const Tensors a(input, output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Scatter, a.in, root, std::nullopt);
         const bool is_root = c.rank() == root;
-        // Non-roots may pass no input: a placeholder of the root's shape stands in (MPI does not read it).
         Tensor placeholder;
-        Call call{c, OpKind::Scatter, in, root, std::nullopt, site};
+        const Tensor* in = a.in;
+        Call call{c, OpKind::Scatter, a.in, root, std::nullopt, site};
         call(
             [&] {
-                check_tensor(out, output, entry, "output");
-                if (is_root) {
-                    check_tensor(in, input, entry, "input");
-                } else {
-                    check_optional(in, input, entry, "input");
-                }
-                if (in == nullptr) {
-                    placeholder = Tensor::empty(stacked(*out, c.size()), out->dtype(), out->device());
-                    in = &placeholder;
-                    call.input = in;
-                }
-                if (in->dim() == 0 || in->size(0) % c.size() != 0) {
-                    throw ShapeError(fmt::format(
-                        "lockstep_scatter: the first dimension of {} must be a multiple of the number of processes, {}",
-                        in->str(), c.size()));
-                }
-                check_like(*out, split(in->shape(), c.size()), *in, entry);
+                in = check_scatter(a, is_root, c.size(), placeholder, entry);
+                call.input = in;
             },
             [&] {
                 Tensor result = c.scatter(*in, root, site);
-                ops::copy_(*out, result);
+                ops::copy_(*a.out, result);
             });
     });
 }
@@ -534,31 +631,19 @@ lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_reduce_scatter";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
+        const Tensors a(input, output);
         const std::optional<ReduceOp> rop = reduce_op_of(op);
-        const CallSite site = begin_call(c, options, entry, OpKind::ReduceScatter, in, -1, rop);
-        const bool half = in != nullptr && (in->dtype() == DType::Float16 || in->dtype() == DType::BFloat16);
-        Call call{c, OpKind::ReduceScatter, in, -1, rop, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                check_tensor(out, output, entry, "output");
-                require_op(rop, op, entry);
-                if (output == input) {
-                    throw InvalidArgumentError(
-                        "lockstep_reduce_scatter: the output must be another tensor than the input");
-                }
-                if (half) check_like(*out, split(in->shape(), c.size()), *in, entry);
-            },
-            [&] {
-                if (half) {  // accumulated in float32 through a temporary (reduce_scatter_into takes no half types)
-                    Tensor result = c.reduce_scatter(*in, *rop, site);
-                    ops::copy_(*out, result);
-                } else {
-                    c.reduce_scatter_into(*in, *out, *rop, site);
-                }
-            });
+        const CallSite site = begin_call(c, options, entry, OpKind::ReduceScatter, a.in, -1, rop);
+        Call call{c, OpKind::ReduceScatter, a.in, -1, rop, site};
+        call([&] { check_reduce_scatter(a, rop, op, c.size(), entry); },
+             [&] {
+                 if (half_type(a.in)) {
+                     Tensor result = c.reduce_scatter(*a.in, *rop, site);
+                     ops::copy_(*a.out, result);
+                 } else {
+                     c.reduce_scatter_into(*a.in, *a.out, *rop, site);
+                 }
+             });
     });
 }
 
@@ -567,20 +652,14 @@ lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t inpu
     return guarded(comm, [&] {
         constexpr const char* entry = "lockstep_alltoall";
         Communicator& c = communicator(comm, entry);
-        Tensor* in = live_tensor(input);
-        Tensor* out = output == input ? in : live_tensor(output);
-        const CallSite site = begin_call(c, options, entry, OpKind::Alltoall, in, -1, std::nullopt);
-        Call call{c, OpKind::Alltoall, in, -1, std::nullopt, site};
-        call(
-            [&] {
-                check_tensor(in, input, entry, "input");
-                check_tensor(out, output, entry, "output");
-                check_like(*out, in->shape(), *in, entry);
-            },
-            [&] {
-                Tensor result = c.alltoall(*in, site);
-                ops::copy_(*out, result);
-            });
+        const Tensors a(input, output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Alltoall, a.in, -1, std::nullopt);
+        Call call{c, OpKind::Alltoall, a.in, -1, std::nullopt, site};
+        call([&] { check_alltoall(a, entry); },
+             [&] {
+                 Tensor result = c.alltoall(*a.in, site);
+                 ops::copy_(*a.out, result);
+             });
     });
 }
 
@@ -600,6 +679,186 @@ lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t
             },
             [&] { gathered = c.gather_uneven(*in, site); });
         *result = new_tensor_handle(std::move(gathered));
+    });
+}
+
+// ---------------------------------------------------------------- non-blocking collectives
+// Each checks what its blocking form checks, and issues the C++ non-blocking form that writes the caller's output
+// (in place, or into it); where there is none (the result is a new tensor), the request copies the result into the
+// output when it is seen complete (request_c.cpp). A copy of the input into the output happens at issue.
+
+lockstep_status_t lockstep_ibarrier(lockstep_comm_t comm, const lockstep_call_options_t* options,
+                                    lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ibarrier";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        NonBlockingCall call{c, comm, entry, OpKind::Barrier};
+        call(
+            options, request, [] {}, [&](const CallSite& site, lockstep_request_s& r) { r.work = c.ibarrier(site); });
+    });
+}
+
+lockstep_status_t lockstep_ibroadcast(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                      int32_t root, const lockstep_call_options_t* options,
+                                      lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ibroadcast";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const bool is_root = c.rank() == root;
+        NonBlockingCall call{c, comm, entry, OpKind::Broadcast, a.out != nullptr ? a.out : a.in, root};
+        call(
+            options, request,
+            [&] {
+                check_broadcast(a, is_root, entry);
+                if (is_root && !a.in_place()) ops::copy_(*a.out, *a.in);
+            },
+            [&](const CallSite& site, lockstep_request_s& r) { r.work = c.ibroadcast_(*a.out, root, site); });
+    });
+}
+
+lockstep_status_t lockstep_ireduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                   lockstep_reduce_op_t op, int32_t root, const lockstep_call_options_t* options,
+                                   lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ireduce";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        const bool is_root = c.rank() == root;
+        NonBlockingCall call{c, comm, entry, OpKind::Reduce, a.in, root, rop};
+        call(
+            options, request, [&] { check_reduce(a, rop, op, is_root, entry); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.ireduce(*a.in, *rop, root, site);
+                if (is_root) r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+            });
+    });
+}
+
+lockstep_status_t lockstep_iallreduce(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                      lockstep_reduce_op_t op, const lockstep_call_options_t* options,
+                                      lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_iallreduce";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        NonBlockingCall call{c, comm, entry, OpKind::Allreduce, a.in, -1, rop};
+        call(
+            options, request,
+            [&] {
+                check_allreduce(a, rop, op, entry);
+                if (!a.in_place()) ops::copy_(*a.out, *a.in);
+            },
+            [&](const CallSite& site, lockstep_request_s& r) { r.work = c.iallreduce_(*a.out, *rop, site); });
+    });
+}
+
+lockstep_status_t lockstep_igather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                   int32_t root, const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_igather";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const bool is_root = c.rank() == root;
+        NonBlockingCall call{c, comm, entry, OpKind::Gather, a.in, root};
+        call(
+            options, request, [&] { check_gather(a, is_root, c.size(), entry); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.igather(*a.in, root, site);
+                if (is_root) r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+            });
+    });
+}
+
+lockstep_status_t lockstep_iallgather(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                      const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_iallgather";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        NonBlockingCall call{c, comm, entry, OpKind::Allgather, a.in};
+        call(
+            options, request, [&] { check_allgather(a, entry); },
+            [&](const CallSite& site, lockstep_request_s& r) { r.work = c.iallgather_into(*a.in, *a.out, site); });
+    });
+}
+
+lockstep_status_t lockstep_iscatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                    int32_t root, const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_iscatter";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const bool is_root = c.rank() == root;
+        Tensor placeholder;
+        const Tensor* in = a.in;
+        NonBlockingCall call{c, comm, entry, OpKind::Scatter, a.in, root};
+        call(
+            options, request,
+            [&] {
+                in = check_scatter(a, is_root, c.size(), placeholder, entry);
+                call.input = in;
+            },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.iscatter(*in, root, site);
+                r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+            });
+    });
+}
+
+lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                           lockstep_reduce_op_t op, const lockstep_call_options_t* options,
+                                           lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ireduce_scatter";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        const std::optional<ReduceOp> rop = reduce_op_of(op);
+        NonBlockingCall call{c, comm, entry, OpKind::ReduceScatter, a.in, -1, rop};
+        call(
+            options, request, [&] { check_reduce_scatter(a, rop, op, c.size(), entry); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                if (half_type(a.in)) {
+                    r.work = c.ireduce_scatter(*a.in, *rop, site);
+                    r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                } else {
+                    r.work = c.ireduce_scatter_into(*a.in, *a.out, *rop, site);
+                }
+            });
+    });
+}
+
+lockstep_status_t lockstep_ialltoall(lockstep_comm_t comm, lockstep_tensor_t input, lockstep_tensor_t output,
+                                     const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ialltoall";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        NonBlockingCall call{c, comm, entry, OpKind::Alltoall, a.in};
+        call(
+            options, request, [&] { check_alltoall(a, entry); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.ialltoall(*a.in, site);
+                r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+            });
+    });
+}
+
+lockstep_status_t lockstep_igather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
+                                          const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_igather_uneven";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensor* in = live_tensor(input);
+        NonBlockingCall call{c, comm, entry, OpKind::GatherUneven, in};
+        call(
+            options, request, [&] { check_tensor(in, input, entry, "input"); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.igather_uneven(*in, site);
+                r.gives_result = true;
+            });
     });
 }
 
@@ -662,6 +921,38 @@ lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_tensor_t output, 
             c.recv(out, source, tag, site);
         }
         if (actual_source != nullptr) *actual_source = from;
+    });
+}
+
+lockstep_status_t lockstep_isend(lockstep_comm_t comm, lockstep_tensor_t tensor, int32_t dest, int32_t tag,
+                                 const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_isend";
+        require_out(request, "request");
+        *request = nullptr;
+        const CallSite site = nonblocking_call_site(options, entry);
+        Communicator& c = communicator(comm, entry);
+        const Tensor& t = c_api::tensor(tensor, entry, "tensor");
+        NewRequestHandle r;
+        r->comm = comm;
+        r->work = c.isend(t, dest, tag, site);
+        *request = r.release();
+    });
+}
+
+lockstep_status_t lockstep_irecv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source, int32_t tag,
+                                 const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_irecv";
+        require_out(request, "request");
+        *request = nullptr;
+        const CallSite site = nonblocking_call_site(options, entry);
+        Communicator& c = communicator(comm, entry);
+        Tensor& out = c_api::tensor(output, entry, "output");
+        NewRequestHandle r;
+        r->comm = comm;
+        r->work = source == LOCKSTEP_ANY_SOURCE ? c.irecv_any(out, tag, site) : c.irecv(out, source, tag, site);
+        *request = r.release();
     });
 }
 

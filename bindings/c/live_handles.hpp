@@ -30,7 +30,8 @@
 
 namespace lockstep::c_api {
 
-enum class HandleKind : std::uintptr_t { Tensor = 1, Communicator = 2 };
+// A handle's kind sits in the low bits of its key (3 is the tombstone, so the kinds skip it).
+enum class HandleKind : std::uintptr_t { Tensor = 1, Communicator = 2, Request = 4 };
 
 class LiveHandles {
 public:

@@ -32,7 +32,7 @@
 
 /* ------------------------------------------------------------------------------------------------ versions */
 #define LOCKSTEP_C_VERSION_MAJOR 1
-#define LOCKSTEP_C_VERSION_MINOR 0
+#define LOCKSTEP_C_VERSION_MINOR 1
 #define LOCKSTEP_C_VERSION_PATCH 0
 #define LOCKSTEP_C_VERSION_ENCODE(major, minor, patch) ((int32_t)((major)*10000 + (minor)*100 + (patch)))
 #define LOCKSTEP_C_VERSION \
@@ -453,12 +453,20 @@ LOCKSTEP_C_API lockstep_status_t lockstep_recv(lockstep_comm_t comm, lockstep_te
 
 /* ------------------------------------------------------------------------------------------------ non-blocking */
 /* Every operation above has a non-blocking form, lockstep_i<name>, with the same arguments followed by a request:
- * it returns at once (argument errors of a send or receive are returned at once; a collective's, like every error of
- * the operation, at its wait or test: for a collective the same error on every rank). Collectives are issued in the
- * same order on every rank and run in that order on the communicator's progress thread (or inside wait/test when it
- * has none); sends and receives match in any order. The tensors are retained until the operation completes: do not
- * write an input, nor read an output, before then. A request is freed with lockstep_request_free, waited for or not;
- * one freed before it was waited for still completes and is named in a warning when its communicator is freed. */
+ * it returns at once with *request set (NULL when the call itself fails). The operation's own errors come at its wait
+ * or test: for a collective, the errors of its arguments too (a rejected call, as for the blocking forms: in debug
+ * mode the same error on every rank), so that no rank is left waiting for one that returned early; a send's or
+ * receive's argument errors are returned at once. A NULL comm or request is an error at once.
+ * Collectives are issued in the same order on every rank and run in that order on the communicator's progress thread
+ * (or inside wait/test when it has none); a blocking collective issued meanwhile runs after them. Sends and receives
+ * match in any order. Any number of requests may be outstanding and waited for in any order, from any thread.
+ * The operation keeps its tensors alive until it completes, whatever handles the caller releases (a wrapped
+ * tensor's deleter does not run before then): do not write an input, nor read an output, before its wait or test has
+ * reported completion. An output is written as by the blocking form, and complete once wait or test reports it (for
+ * reduce, gather, scatter, alltoall and a half-precision reduce_scatter, the result is copied into the output by that
+ * call). A request is freed with lockstep_request_free, waited for or not; the operation of one freed before then
+ * still runs (those five may then leave their output unwritten), and is named in a warning when its communicator is
+ * freed or the runtime finalizes. */
 typedef struct lockstep_request_s* lockstep_request_t;
 
 LOCKSTEP_C_API lockstep_status_t lockstep_ibarrier(lockstep_comm_t comm, const lockstep_call_options_t* options,
@@ -482,8 +490,7 @@ LOCKSTEP_C_API lockstep_status_t lockstep_iallgather(lockstep_comm_t comm, locks
                                                      lockstep_request_t* request);
 LOCKSTEP_C_API lockstep_status_t lockstep_iscatter(lockstep_comm_t comm, lockstep_tensor_t input,
                                                    lockstep_tensor_t output, int32_t root,
-                                                   const lockstep_call_options_t* options,
-                                                   lockstep_request_t* request);
+                                                   const lockstep_call_options_t* options, lockstep_request_t* request);
 LOCKSTEP_C_API lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor_t input,
                                                           lockstep_tensor_t output, lockstep_reduce_op_t op,
                                                           const lockstep_call_options_t* options,
@@ -502,19 +509,23 @@ LOCKSTEP_C_API lockstep_status_t lockstep_isend(lockstep_comm_t comm, lockstep_t
 LOCKSTEP_C_API lockstep_status_t lockstep_irecv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source,
                                                 int32_t tag, const lockstep_call_options_t* options,
                                                 lockstep_request_t* request);
-/* Blocks until the operation has completed; returns its status (the same on every call). */
+/* Blocks until the operation has completed; returns its status (the same status and text on every call). An operation
+ * still running when lockstep_finalize ran can no longer complete: LOCKSTEP_ERROR_INVALID_USAGE. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_wait(lockstep_request_t request);
 /* Waits at most `seconds` (>= 0): *completed is 1 and the operation's status is returned when it completed, else
- * *completed is 0 and LOCKSTEP_OK is returned. */
+ * *completed is 0 and LOCKSTEP_OK is returned. Without a progress thread a collective runs to its end inside this
+ * call whatever the time limit. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_wait_for(lockstep_request_t request, double seconds,
                                                            int32_t* completed);
 /* Makes progress without blocking (without a progress thread, runs the queue up to this operation): as wait_for. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_test(lockstep_request_t request, int32_t* completed);
-/* After completion: the rank a receive got its message from (-1 for other operations); the new tensor of
- * lockstep_igather_uneven (a new reference for the caller; NULL for other operations). */
+/* Once completed (LOCKSTEP_ERROR_INVALID_USAGE before; the operation's status if it failed): the rank a receive got
+ * its message from (-1 for other operations); the new tensor of lockstep_igather_uneven (a new reference for the
+ * caller; NULL for other operations). */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_source(lockstep_request_t request, int32_t* source);
 LOCKSTEP_C_API lockstep_status_t lockstep_request_result(lockstep_request_t request, lockstep_tensor_t* result);
-/* Releases the handle (NULL: a no-op). A freed handle used again is LOCKSTEP_ERROR_INVALID_ARGUMENT. */
+/* Releases the handle (NULL: a no-op), never waiting. A freed handle used again, or freed again, is
+ * LOCKSTEP_ERROR_INVALID_ARGUMENT. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_free(lockstep_request_t request);
 
 /* ------------------------------------------------------------------------------------------------ agreements */
