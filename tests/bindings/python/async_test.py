@@ -126,7 +126,7 @@ def check_torch(comm, r, n):
     peer = (r + 1) % n
     got = torch.zeros(5, dtype=torch.float64)
     receive = comm.irecv(got, source=(r - 1) % n, tag=3)
-    send = comm.isend(torch.full((5,), float(r)), dest=peer, tag=3)
+    send = comm.isend(torch.full((5,), float(r), dtype=torch.float64), dest=peer, tag=3)
     receive.wait()
     send.wait()
     assert torch.equal(got, torch.full((5,), float((r - 1) % n)))
