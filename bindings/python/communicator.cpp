@@ -362,11 +362,7 @@ void bind_communicator(py::module_& m) {
                     auto call = [handle](const lockstep_call_options_t* o, lockstep_request_t* request) {
                         return request != nullptr ? lockstep_ibarrier(handle, o, request) : lockstep_barrier(handle, o);
                     };
-                    if (nonblocking)
-                        return issue_request("Communicator.barrier", "barrier", handle, tag, stream, Pending{}, call);
-                    run_collective("Communicator.barrier", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return py::none();
+                    return run_or_issue(nonblocking, "Communicator.barrier", handle, tag, stream, Pending{}, call);
                 });
             },
             py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
@@ -385,13 +381,8 @@ void bind_communicator(py::module_& m) {
                         return request != nullptr ? lockstep_ibroadcast(handle, tensor, tensor, root, o, request)
                                                   : lockstep_broadcast(handle, tensor, tensor, root, o);
                     };
-                    if (nonblocking) {
-                        return issue_request("Communicator.broadcast", "broadcast", handle, tag, stream,
-                                             pending_of(x, {x}, std::move(t)), call);
-                    }
-                    run_collective("Communicator.broadcast", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return x;
+                    return run_or_issue(nonblocking, "Communicator.broadcast", handle, tag, stream,
+                                        pending_of(x, {x}, std::move(t)), call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
@@ -412,13 +403,8 @@ void bind_communicator(py::module_& m) {
                                                   : lockstep_allreduce(handle, in, into, reduce_op, o);
                     };
                     py::object result = out.is_none() ? x : out;
-                    if (nonblocking) {
-                        return issue_request("Communicator.allreduce", "allreduce", handle, tag, stream,
-                                             pending_of(result, {x, out}, std::move(input), std::move(output)), call);
-                    }
-                    run_collective("Communicator.allreduce", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return result;
+                    return run_or_issue(nonblocking, "Communicator.allreduce", handle, tag, stream,
+                                        pending_of(result, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
@@ -441,13 +427,8 @@ void bind_communicator(py::module_& m) {
                                                   : lockstep_reduce(handle, in, into, reduce_op, root, o);
                     };
                     py::object result = out.is_none() ? x : out;
-                    if (nonblocking) {
-                        return issue_request("Communicator.reduce", "reduce", handle, tag, stream,
-                                             pending_of(result, {x, out}, std::move(input), std::move(output)), call);
-                    }
-                    run_collective("Communicator.reduce", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return result;
+                    return run_or_issue(nonblocking, "Communicator.reduce", handle, tag, stream,
+                                        pending_of(result, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
@@ -467,15 +448,10 @@ void bind_communicator(py::module_& m) {
                         return request != nullptr ? lockstep_iallgather(handle, in, into, o, request)
                                                   : lockstep_allgather(handle, in, into, o);
                     };
-                    if (nonblocking) {
-                        Pending pending = pending_of(output.result(), {x}, std::move(input));
-                        output.hold_in(pending);
-                        return issue_request("Communicator.allgather", "allgather", handle, tag, stream,
-                                             std::move(pending), call);
-                    }
-                    run_collective("Communicator.allgather", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return output.result();
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.allgather", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
@@ -500,15 +476,10 @@ void bind_communicator(py::module_& m) {
                                                   : lockstep_gather(handle, in, into, root, o);
                     };
                     py::object result = is_root ? output.result() : py::none();
-                    if (nonblocking) {
-                        Pending pending = pending_of(result, {x}, std::move(input));
-                        output.hold_in(pending);
-                        return issue_request("Communicator.gather", "gather", handle, tag, stream, std::move(pending),
-                                             call);
-                    }
-                    run_collective("Communicator.gather", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return result;
+                    Pending pending = pending_of(result, {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.gather", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
@@ -529,13 +500,8 @@ void bind_communicator(py::module_& m) {
                         return request != nullptr ? lockstep_iscatter(handle, in, into, root, o, request)
                                                   : lockstep_scatter(handle, in, into, root, o);
                     };
-                    if (nonblocking) {
-                        return issue_request("Communicator.scatter", "scatter", handle, tag, stream,
-                                             pending_of(out, {x, out}, std::move(input), std::move(output)), call);
-                    }
-                    run_collective("Communicator.scatter", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return out;
+                    return run_or_issue(nonblocking, "Communicator.scatter", handle, tag, stream,
+                                        pending_of(out, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("out"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
@@ -560,15 +526,10 @@ void bind_communicator(py::module_& m) {
                         return request != nullptr ? lockstep_ireduce_scatter(handle, in, into, reduce_op, o, request)
                                                   : lockstep_reduce_scatter(handle, in, into, reduce_op, o);
                     };
-                    if (nonblocking) {
-                        Pending pending = pending_of(output.result(), {x}, std::move(input));
-                        output.hold_in(pending);
-                        return issue_request("Communicator.reduce_scatter", "reduce_scatter", handle, tag, stream,
-                                             std::move(pending), call);
-                    }
-                    run_collective("Communicator.reduce_scatter", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return output.result();
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.reduce_scatter", handle, tag, stream,
+                                        std::move(pending), call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
@@ -587,15 +548,10 @@ void bind_communicator(py::module_& m) {
                         return request != nullptr ? lockstep_ialltoall(handle, in, into, o, request)
                                                   : lockstep_alltoall(handle, in, into, o);
                     };
-                    if (nonblocking) {
-                        Pending pending = pending_of(output.result(), {x}, std::move(input));
-                        output.hold_in(pending);
-                        return issue_request("Communicator.alltoall", "alltoall", handle, tag, stream,
-                                             std::move(pending), call);
-                    }
-                    run_collective("Communicator.alltoall", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return call(o, nullptr); });
-                    return output.result();
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.alltoall", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
@@ -612,7 +568,7 @@ void bind_communicator(py::module_& m) {
                         Pending pending = pending_of(py::none(), {x}, std::move(input));
                         pending.kind = RequestResult::NewTensor;
                         return issue_request(
-                            "Communicator.gather_uneven", "gather_uneven", handle, tag, stream, std::move(pending),
+                            "Communicator.gather_uneven", handle, tag, stream, std::move(pending),
                             [handle, in](const lockstep_call_options_t* o, lockstep_request_t* request) {
                                 return lockstep_igather_uneven(handle, in, o, request);
                             });
@@ -640,14 +596,8 @@ void bind_communicator(py::module_& m) {
                     return request != nullptr ? lockstep_isend(handle, tensor, dest, tag, o, request)
                                               : lockstep_send(handle, tensor, dest, tag, o);
                 };
-                if (nonblocking) {
-                    return issue_request("Communicator.send", "send", handle, name, stream,
-                                         pending_of(py::none(), {x}, std::move(t)), call, "name");
-                }
-                run_collective(
-                    "Communicator.send", name, stream,
-                    [&](const lockstep_call_options_t* o) { return call(o, nullptr); }, "name");
-                return py::none();
+                return run_or_issue(nonblocking, "Communicator.send", handle, name, stream,
+                                    pending_of(py::none(), {x}, std::move(t)), call, "name");
             },
             py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),
             py::arg("stream") = py::none(), py::arg("async_op") = false)
@@ -665,7 +615,7 @@ void bind_communicator(py::module_& m) {
                     Pending pending = pending_of(py::none(), {x}, std::move(t));
                     pending.kind = RequestResult::Source;
                     return issue_request(
-                        "Communicator.recv", "recv", handle, name, stream, std::move(pending),
+                        "Communicator.recv", handle, name, stream, std::move(pending),
                         [handle, target, source, tag](const lockstep_call_options_t* o, lockstep_request_t* request) {
                             return lockstep_irecv(handle, target, source, tag, o, request);
                         },

@@ -6,7 +6,7 @@
 #include "runtime.hpp"
 #include "tensor.hpp"
 
-#include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,9 +163,12 @@ std::string Request::repr() const {
     return text + ", failed: " + lockstep_status_string(error_->status) + ")";
 }
 
-py::object make_request(lockstep_request_t handle, lockstep_comm_t comm, const char* operation, const CallSite& site,
+py::object make_request(lockstep_request_t handle, lockstep_comm_t comm, const char* function, const CallSite& site,
                         Pending pending) {
-    return py::cast(std::make_unique<Request>(handle, comm, operation, site, std::move(pending)));
+    // The operation's name is the method's: "Communicator.allreduce" gives "allreduce".
+    const char* dot = std::strrchr(function, '.');
+    return py::cast(
+        std::make_unique<Request>(handle, comm, dot != nullptr ? dot + 1 : function, site, std::move(pending)));
 }
 
 void release_dropped_requests(lockstep_comm_t comm) {

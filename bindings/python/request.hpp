@@ -94,14 +94,15 @@ void release_dropped_requests(lockstep_comm_t comm);
 void bind_request(py::module_& m);
 
 // A new lockstep.Request for an issued operation (issue_request).
-py::object make_request(lockstep_request_t handle, lockstep_comm_t comm, const char* operation, const CallSite& site,
+py::object make_request(lockstep_request_t handle, lockstep_comm_t comm, const char* function, const CallSite& site,
                         Pending pending);
 
-// Issues a non-blocking call: `call(options, &request)` (a C lockstep_i* function taking the options and the request
-// last) with the GIL released, then the Request that holds `pending`. The keywords are run_collective's.
+// Issues a non-blocking call of `function` ("Communicator.allreduce"): `call(options, &request)` (a C lockstep_i*
+// function taking the options and the request last) with the GIL released, then the Request that holds `pending`. The
+// keywords are run_collective's.
 template <typename Call>
-py::object issue_request(const char* function, const char* operation, lockstep_comm_t comm, py::handle tag,
-                         py::handle stream, Pending pending, Call&& call, const char* tag_name = "tag") {
+py::object issue_request(const char* function, lockstep_comm_t comm, py::handle tag, py::handle stream, Pending pending,
+                         Call&& call, const char* tag_name = "tag") {
     CallOptions options(function, tag, tag_name, stream);
     g_call_started = true;  // from here on, a failure is the call's own (joined())
     ++g_calls_entered;
@@ -116,7 +117,18 @@ py::object issue_request(const char* function, const char* operation, lockstep_c
         lockstep_request_free(request);  // NULL unless the library left one
         raise_status(status, text);
     }
-    return make_request(request, comm, operation, options.site(), std::move(pending));
+    return make_request(request, comm, function, options.site(), std::move(pending));
+}
+
+// A call with both forms in one `call(options, request)` (request null for the blocking one): with `nonblocking`, the
+// Request of issue_request; otherwise the blocking call (run_collective) and then pending.result, what it returns.
+template <typename Call>
+py::object run_or_issue(bool nonblocking, const char* function, lockstep_comm_t comm, py::handle tag, py::handle stream,
+                        Pending pending, Call&& call, const char* tag_name = "tag") {
+    if (nonblocking) return issue_request(function, comm, tag, stream, std::move(pending), call, tag_name);
+    run_collective(
+        function, tag, stream, [&](const lockstep_call_options_t* o) { return call(o, nullptr); }, tag_name);
+    return pending.result;
 }
 
 }  // namespace lockstep_python

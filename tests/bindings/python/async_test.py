@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 import lockstep
-from harness import caller_line, raises, run
+from harness import caller_line, raises, run, run_checks
 
 THIS_FILE = os.path.basename(__file__)
 LARGE = 4 << 20  # bytes: past every MPI's eager limit, so sends are rendezvous
@@ -343,25 +343,22 @@ def check_dropped(comm, r, n):
 def main():
     lockstep.init()
     comm = lockstep.Communicator.world()
-    r, n = comm.rank, comm.size
-    for check in (
-        check_every_collective,
-        check_objects_kept_alive,
-        check_torch,
-        check_receives_before_sends,
-        check_issue_never_blocks,
-        check_many_outstanding,
-        check_wait_on_another_thread,
-        check_timeouts_and_test,
-        check_debug_mismatch,
-        check_conversion_rejected,
-        check_dropped,
-    ):
-        check(comm, r, n)
-        comm.barrier()
-        if r == 0:
-            print(f"ok: {check.__name__}", flush=True)
-    return r, n
+    return run_checks(
+        comm,
+        (
+            check_every_collective,
+            check_objects_kept_alive,
+            check_torch,
+            check_receives_before_sends,
+            check_issue_never_blocks,
+            check_many_outstanding,
+            check_wait_on_another_thread,
+            check_timeouts_and_test,
+            check_debug_mismatch,
+            check_conversion_rejected,
+            check_dropped,
+        ),
+    )
 
 
 if __name__ == "__main__":
