@@ -69,7 +69,6 @@ private:
     enum class Poll { Wait, WaitFor, Test };
     // One C wait, timed wait or test (GIL released) unless the completion was seen: true once it has been.
     bool poll(Poll how, double seconds);
-    lockstep_request_t live_handle() const;
     // A completion seen with `status`: records the outcome and lets go of what the operation used.
     void settle(lockstep_status_t status);
     // Raises the recorded error, if any.

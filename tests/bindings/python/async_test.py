@@ -340,10 +340,26 @@ def check_dropped(comm, r, n):
     np.testing.assert_array_equal(y, np.full(3, float(n)))
 
 
+def check_after_finalize(comm, r, n):
+    # A request seen through finalize: one whose operation completed before keeps its outcome; one that could not
+    # complete (a receive nobody matches) was cancelled by it, which its wait raises.
+    x = np.full(3, r + 1.0)
+    done = comm.allreduce(x, async_op=True)
+    never = comm.irecv(np.zeros(2), source=(r + 1) % n, tag=99)
+    comm.barrier()  # runs after the allreduce: that one has completed
+    lockstep.finalize()
+    assert done.wait() is True and done.result() is x
+    np.testing.assert_array_equal(x, np.full(3, n * (n + 1) / 2))
+    with raises(lockstep.Error) as caught:
+        never.wait()
+    assert "cancelled" in str(caught.error), str(caught.error)
+    del never
+
+
 def main():
     lockstep.init()
     comm = lockstep.Communicator.world()
-    return run_checks(
+    run_checks(
         comm,
         (
             check_every_collective,
@@ -359,6 +375,9 @@ def main():
             check_dropped,
         ),
     )
+    r, n = comm.rank, comm.size
+    check_after_finalize(comm, r, n)  # last: lockstep cannot start again
+    return r, n
 
 
 if __name__ == "__main__":
