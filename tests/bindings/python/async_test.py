@@ -143,6 +143,11 @@ def check_receives_before_sends(comm, r, n):
             data = np.full(count, r + 0.5)
             receive = comm.irecv(got, source=peer, tag=7)
             send = comm.isend(data, peer, tag=7)
+            # isend/irecv are Python in the package: the place recorded is still this file's line.
+            assert f"recv issued at {__file__}:" in repr(receive) and f"send issued at {__file__}:" in repr(send), (
+                repr(receive),
+                repr(send),
+            )
             order = (receive, send) if receive_first else (send, receive)
             for request in order:
                 request.wait()
@@ -156,6 +161,9 @@ def check_receives_before_sends(comm, r, n):
     assert receive.result() == peer
     send.wait()
     np.testing.assert_array_equal(got, np.full(16, peer))
+    # Requests come only from calls.
+    with raises(TypeError):
+        lockstep.Request()
     # An argument error of a send or receive is raised at once.
     with raises(lockstep.InvalidArgumentError):
         comm.isend(got, peer, tag=-5)
