@@ -116,38 +116,30 @@ std::string dead_tensor_text(const lockstep_tensor_s* handle, const char* entry,
 // The tensor behind the handle argument `argument` of `entry`; INVALID_ARGUMENT for NULL and a handle no live tensor's.
 lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* entry, const char* argument);
 
-// A tensor handle being made: in the live set from the start, so that nothing can fail once it holds memory taken
-// over from the caller; erased and deleted again unless handed out with release().
-class NewTensorHandle {
+// A handle being made: in the live set from the start, so that nothing can fail once it holds memory taken over from
+// the caller; erased and deleted again unless handed out with release().
+template <typename Handle, HandleKind kind>
+class NewHandle {
 public:
-    NewTensorHandle();
-    ~NewTensorHandle();
-    NewTensorHandle(const NewTensorHandle&) = delete;
-    NewTensorHandle& operator=(const NewTensorHandle&) = delete;
-    lockstep_tensor_s* operator->() const noexcept { return handle_.get(); }
-    lockstep_tensor_s* release() noexcept { return handle_.release(); }
+    NewHandle() : handle_(std::make_unique<Handle>()) { live_handles_set().insert(handle_.get(), kind); }
+    ~NewHandle() {
+        if (handle_ != nullptr) live_handles_set().erase(handle_.get(), kind);
+    }
+    NewHandle(const NewHandle&) = delete;
+    NewHandle& operator=(const NewHandle&) = delete;
+    Handle* operator->() const noexcept { return handle_.get(); }
+    Handle* release() noexcept { return handle_.release(); }
 
 private:
-    std::unique_ptr<lockstep_tensor_s> handle_;
+    std::unique_ptr<Handle> handle_;
 };
+using NewTensorHandle = NewHandle<lockstep_tensor_s, HandleKind::Tensor>;
+using NewRequestHandle = NewHandle<lockstep_request_s, HandleKind::Request>;
 lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t);
 
 // The request behind the handle argument `argument` of `entry`; INVALID_ARGUMENT for NULL and a handle no live
 // request's (freed, or never made).
 lockstep_request_s& request(lockstep_request_s* handle, const char* entry, const char* argument = "request");
-// A request handle being made, as NewTensorHandle.
-class NewRequestHandle {
-public:
-    NewRequestHandle();
-    ~NewRequestHandle();
-    NewRequestHandle(const NewRequestHandle&) = delete;
-    NewRequestHandle& operator=(const NewRequestHandle&) = delete;
-    lockstep_request_s* operator->() const noexcept { return handle_.get(); }
-    lockstep_request_s* release() noexcept { return handle_.release(); }
-
-private:
-    std::unique_ptr<lockstep_request_s> handle_;
-};
 
 // Reads a caller's options struct of any earlier or equal version: fields the caller's struct has override
 // `defaults`, the others keep them. A struct_size smaller than the first two fields is INVALID_ARGUMENT; a larger

@@ -236,6 +236,11 @@ void check_alltoall(const Tensors& a, const char* entry) {
     check_like(*a.out, a.in->shape(), *a.in, entry);
 }
 
+// A request's copy of the operation's new result tensor into the caller's output (lockstep_request_s::finish).
+std::function<void(const Tensor&)> copy_into(Tensor out) {
+    return [out = std::move(out)](const Tensor& result) mutable { ops::copy_(out, result); };
+}
+
 // The communicator of a non-blocking call, with the caller's request handle set to NULL first: a call that fails at
 // once leaves none to free.
 Communicator& nonblocking_communicator(lockstep_comm_s* comm, const char* entry, lockstep_request_t* request) {
@@ -731,7 +736,7 @@ lockstep_status_t lockstep_ireduce(lockstep_comm_t comm, lockstep_tensor_t input
             options, request, [&] { check_reduce(a, rop, op, is_root, entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
                 r.work = c.ireduce(*a.in, *rop, root, site);
-                if (is_root) r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                if (is_root) r.finish = copy_into(*a.out);
             });
     });
 }
@@ -767,7 +772,7 @@ lockstep_status_t lockstep_igather(lockstep_comm_t comm, lockstep_tensor_t input
             options, request, [&] { check_gather(a, is_root, c.size(), entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
                 r.work = c.igather(*a.in, root, site);
-                if (is_root) r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                if (is_root) r.finish = copy_into(*a.out);
             });
     });
 }
@@ -803,7 +808,7 @@ lockstep_status_t lockstep_iscatter(lockstep_comm_t comm, lockstep_tensor_t inpu
             },
             [&](const CallSite& site, lockstep_request_s& r) {
                 r.work = c.iscatter(*in, root, site);
-                r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                r.finish = copy_into(*a.out);
             });
     });
 }
@@ -822,7 +827,7 @@ lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor
             [&](const CallSite& site, lockstep_request_s& r) {
                 if (half_type(a.in)) {
                     r.work = c.ireduce_scatter(*a.in, *rop, site);
-                    r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                    r.finish = copy_into(*a.out);
                 } else {
                     r.work = c.ireduce_scatter_into(*a.in, *a.out, *rop, site);
                 }
@@ -841,7 +846,7 @@ lockstep_status_t lockstep_ialltoall(lockstep_comm_t comm, lockstep_tensor_t inp
             options, request, [&] { check_alltoall(a, entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
                 r.work = c.ialltoall(*a.in, site);
-                r.finish = [out = *a.out](const Tensor& result) mutable { ops::copy_(out, result); };
+                r.finish = copy_into(*a.out);
             });
     });
 }

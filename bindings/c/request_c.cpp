@@ -31,14 +31,6 @@ lockstep_request_s& request(lockstep_request_s* handle, const char* entry, const
     return *handle;
 }
 
-NewRequestHandle::NewRequestHandle() : handle_(std::make_unique<lockstep_request_s>()) {
-    live_handles_set().insert(handle_.get(), HandleKind::Request);
-}
-
-NewRequestHandle::~NewRequestHandle() {
-    if (handle_ != nullptr) live_handles_set().erase(handle_.get(), HandleKind::Request);
-}
-
 }  // namespace lockstep::c_api
 
 namespace {

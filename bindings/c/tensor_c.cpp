@@ -30,14 +30,6 @@ lockstep::Tensor& tensor(lockstep_tensor_s* handle, const char* entry, const cha
     return *t;
 }
 
-NewTensorHandle::NewTensorHandle() : handle_(std::make_unique<lockstep_tensor_s>()) {
-    live_handles_set().insert(handle_.get(), HandleKind::Tensor);
-}
-
-NewTensorHandle::~NewTensorHandle() {
-    if (handle_ != nullptr) live_handles_set().erase(handle_.get(), HandleKind::Tensor);
-}
-
 lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t) {
     NewTensorHandle h;
     h->tensor = std::move(t);

@@ -1,9 +1,10 @@
 /* The C interface on CUDA memory, from a C99 program that includes lockstep.h and CUDA's runtime API only: tensors
  * made by lockstep on the device, the caller's cudaMalloc memory wrapped without a copy (deleter called once),
  * DLPack export and import of CUDA and CUDA-host memory (legacy and versioned), the per-call stream option (the
- * collective waits for work the caller queued on its stream), every collective on device tensors, and the debug-mode
- * refusals (shape mismatch, read-only target) with the same text on every rank. Run under mpirun with 2 or more
- * ranks; exits 77 (skipped) where no CUDA device exists. */
+ * collective waits for work the caller queued on its stream), every collective on device tensors, non-blocking
+ * allreduce and reduce and an irecv/isend exchange on them, and the debug-mode refusals (shape mismatch, read-only
+ * target) with the same text on every rank. Run under mpirun with 2 or more ranks; exits 77 (skipped) where no CUDA
+ * device exists. */
 #define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include "lockstep.h"
 
@@ -487,6 +488,54 @@ static void test_collectives(lockstep_comm_t world, int rank, int size) {
 }
 
 /* ------------------------------------------------------------------ debug mode on device tensors */
+/* ------------------------------------------------------------------ non-blocking operations on device tensors */
+static void test_nonblocking(lockstep_comm_t world, int rank, int size) {
+    enum { N = 256 };
+    const float sum = (float)(size * (size + 1) / 2);
+    float values[N];
+    float* back;
+    lockstep_tensor_t t, out;
+    lockstep_request_t r = NULL, s = NULL;
+    int i, ok = 1;
+    for (i = 0; i < N; ++i) values[i] = (float)(rank + 1) * (float)i;
+    t = device_f32(values, N);
+    out = device_f32(NULL, N);
+    /* In place, then to rank 0's output (a new result, copied into it by the wait). */
+    OK(lockstep_iallreduce(world, t, t, LOCKSTEP_SUM, NULL, &r));
+    OK(lockstep_request_wait(r));
+    OK(lockstep_request_free(r));
+    back = host_f32(t);
+    for (i = 0; i < N; ++i) ok = ok && back[i] == sum * (float)i;
+    CHECK(ok);
+    free(back);
+    OK(lockstep_ireduce(world, t, rank == 0 ? out : NULL, LOCKSTEP_SUM, 0, NULL, &r));
+    OK(lockstep_request_wait(r));
+    OK(lockstep_request_free(r));
+    if (rank == 0) {
+        back = host_f32(out);
+        for (i = 0; i < N; ++i) ok = ok && back[i] == (float)size * sum * (float)i;
+        CHECK(ok);
+        free(back);
+    }
+    /* Ranks 0 and 1 exchange device tensors, each posting its receive first. */
+    if (rank <= 1) {
+        lockstep_tensor_t msg = device_f32(NULL, N);
+        OK(lockstep_irecv(world, msg, 1 - rank, 3, NULL, &r));
+        OK(lockstep_isend(world, t, 1 - rank, 3, NULL, &s));
+        OK(lockstep_request_wait(s));
+        OK(lockstep_request_wait(r));
+        OK(lockstep_request_free(s));
+        OK(lockstep_request_free(r));
+        back = host_f32(msg);
+        for (i = 0; i < N; ++i) ok = ok && back[i] == sum * (float)i;
+        CHECK(ok);
+        free(back);
+        lockstep_tensor_release(msg);
+    }
+    lockstep_tensor_release(t);
+    lockstep_tensor_release(out);
+}
+
 static void test_debug_mismatch(lockstep_comm_t world, int rank, int size) {
     lockstep_tensor_t t = device_f32(NULL, rank == 0 ? 3 : 4);
     lockstep_call_options_t options = LOCKSTEP_CALL_OPTIONS_INIT;
@@ -532,6 +581,7 @@ int main(void) {
     test_dlpack(world, rank, size);
     test_stream(world, rank, size);
     test_collectives(world, rank, size);
+    test_nonblocking(world, rank, size);
     test_debug_mismatch(world, rank, size);
     total = failures_over_all_ranks(world);
     OK(lockstep_comm_free(world));

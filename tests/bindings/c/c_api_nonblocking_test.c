@@ -640,7 +640,7 @@ int main(void) {
     test_wrapped_memory(world, rank, size);
     test_debug(world, rank, size);
     test_misuse(world, rank, size);
-    /* Left to the end: a request never waited for nor freed is named at finalize; the job still ends cleanly. */
+    /* Left to the end: a request freed without a wait is named at finalize; the job still ends cleanly. */
     {
         lockstep_tensor_t t = vector_f32(2, 1.0, 0.0);
         lockstep_request_t r = NULL;
