@@ -10,10 +10,10 @@
  *    every rank (a signature mismatch in debug mode, a call one rank could not start) gives the same text on every
  *    rank.
  *  - Handles are opaque. Every handle a function returns must be given back: lockstep_comm_free for communicators,
- *    lockstep_tensor_release for tensors. Every function checks its handles against the ones the library handed out
- *    and has not taken back: a freed or released handle, or a pointer no function returned, is
- *    LOCKSTEP_ERROR_INVALID_ARGUMENT naming the function and the argument, never a crash (a handle whose address the
- *    library has since given to a new handle cannot be told apart from that one).
+ *    lockstep_tensor_release for tensors, lockstep_request_free for requests. Every function checks its handles
+ *    against the ones the library handed out and has not taken back: a freed or released handle, or a pointer no
+ *    function returned, is LOCKSTEP_ERROR_INVALID_ARGUMENT naming the function and the argument, never a crash (a
+ *    handle whose address the library has since given to a new handle cannot be told apart from that one).
  *  - Option structs begin with their own size. Initialise them with their LOCKSTEP_..._INIT macro, then set the fields
  *    you need: a program built against an older header passes a smaller struct, and the library reads only the fields
  *    that struct has. A NULL options pointer means all defaults. Flag bits this library does not know are an error

@@ -4,11 +4,12 @@
  * LOCKSTEP_ANY_SOURCE with lockstep_request_source, wait_for with a zero and a long limit, test loops, a debug-mode
  * mismatch and a rejected call surfacing at wait on every rank with the same text, the rendezvous send that a
  * blocking signature exchange would deadlock, wrapped memory kept alive until the request is gone, requests freed
- * without a wait, and misused request handles. Run under mpirun with 2 or more ranks, with and without a progress
- * thread (LOCKSTEP_PROGRESS_THREAD=0). */
-#define _POSIX_C_SOURCE 199309L /* nanosleep */
+ * without a wait, requests waited for by several threads at once, and misused request handles. Run under mpirun with 2
+ * or more ranks, with and without a progress thread (LOCKSTEP_PROGRESS_THREAD=0). */
+#define _POSIX_C_SOURCE 200112L /* nanosleep, pthreads */
 #include "lockstep.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -520,6 +521,69 @@ static void test_debug(lockstep_comm_t world, int rank, int size) {
     lockstep_tensor_release(ok);
 }
 
+/* ---------------------------------------------------------------- threads */
+
+struct waiter {
+    lockstep_request_t request;
+    lockstep_status_t status;
+};
+
+static void* wait_in_thread(void* arg) {
+    struct waiter* w = (struct waiter*)arg;
+    w->status = lockstep_request_wait(w->request);
+    return NULL;
+}
+
+/* Two threads wait for one request while this one tests it: each sees the one outcome. */
+static void test_threads(lockstep_comm_t world, int rank, int size) {
+    struct waiter w[2];
+    pthread_t threads[2];
+    lockstep_request_t r = NULL;
+    lockstep_tensor_t t = vector_f32(64, rank, 0.0);
+    int32_t done = 0;
+    int i;
+    if (rank <= 1) {
+        /* A receive that completes only after the threads started waiting. */
+        if (rank == 0) OK(lockstep_irecv(world, t, 1, 21, NULL, &r));
+        for (i = 0; i < 2 && rank == 0; ++i) {
+            w[i].request = r;
+            w[i].status = -1;
+            CHECK(pthread_create(&threads[i], NULL, wait_in_thread, &w[i]) == 0);
+        }
+        OK(lockstep_barrier(world, NULL));
+        if (rank == 1) {
+            OK(lockstep_isend(world, t, 0, 21, NULL, &r));
+            WAIT_OK(r);
+        } else {
+            lockstep_status_t status = LOCKSTEP_OK;
+            while (done == 0 && status == LOCKSTEP_OK) status = lockstep_request_test(r, &done);
+            OK(status);
+            for (i = 0; i < 2; ++i) {
+                CHECK(pthread_join(threads[i], NULL) == 0);
+                CHECK(w[i].status == LOCKSTEP_OK);
+            }
+            CHECK(f32(t)[63] == 1.0f);
+            OK(lockstep_request_free(r));
+        }
+    } else {
+        OK(lockstep_barrier(world, NULL));
+    }
+    /* A collective waited for by two threads. */
+    OK(lockstep_iallreduce(world, t, t, LOCKSTEP_SUM, NULL, &r));
+    for (i = 0; i < 2; ++i) {
+        w[i].request = r;
+        w[i].status = -1;
+        CHECK(pthread_create(&threads[i], NULL, wait_in_thread, &w[i]) == 0);
+    }
+    for (i = 0; i < 2; ++i) {
+        CHECK(pthread_join(threads[i], NULL) == 0);
+        CHECK(w[i].status == LOCKSTEP_OK);
+    }
+    OK(lockstep_request_free(r));
+    CHECK(f32(t)[0] == (float)(1 + size * (size - 1) / 2)); /* ranks 0 and 1 hold 1, rank i > 1 holds i */
+    lockstep_tensor_release(t);
+}
+
 /* ---------------------------------------------------------------- misuse */
 
 static union {
@@ -639,6 +703,7 @@ int main(void) {
     test_point_to_point(world, rank, size);
     test_wrapped_memory(world, rank, size);
     test_debug(world, rank, size);
+    test_threads(world, rank, size);
     test_misuse(world, rank, size);
     /* Left to the end: a request freed without a wait is named at finalize; the job still ends cleanly. */
     {
