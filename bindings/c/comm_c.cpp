@@ -241,6 +241,21 @@ std::function<void(const Tensor&)> copy_into(Tensor out) {
     return [out = std::move(out)](const Tensor& result) mutable { ops::copy_(out, result); };
 }
 
+// lockstep_reject_call and lockstep_ireject_call: the collective named (unknown: INVALID_ARGUMENT at once), its reduce
+// op where it has one, and the error its rejection carries.
+OpKind rejected_operation(lockstep_collective_t collective, const char* entry) {
+    const std::optional<OpKind> op = operation_of(collective);
+    if (!op) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{}: unknown collective {}", entry, collective));
+    return *op;
+}
+std::optional<ReduceOp> rejected_reduce_op(OpKind op, lockstep_reduce_op_t reduce_op) {
+    return operation_info(op).reduces ? reduce_op_of(reduce_op) : std::nullopt;
+}
+std::exception_ptr rejection(const char* message) {
+    return std::make_exception_ptr(
+        InvalidArgumentError(message != nullptr ? message : "the caller's arguments could not be converted"));
+}
+
 // The communicator of a non-blocking call, with the caller's request handle set to NULL first: a call that fails at
 // once leaves none to free.
 Communicator& nonblocking_communicator(lockstep_comm_s* comm, const char* entry, lockstep_request_t* request) {
@@ -266,16 +281,23 @@ struct NonBlockingCall {
     void operator()(const lockstep_call_options_t* options, lockstep_request_t* request, Check&& check, Start&& start) {
         NewRequestHandle r;
         r->comm = handle;
-        CallSite site;
-        site.file_name = "<C caller>";
-        site.function_name = entry;
+        // The caller's place, once its options were read; the fallback is written only after the try. (Assigned over
+        // a fallback, a variable read after the assigning call threw held garbage in a -O1 -fsanitize=thread build.)
+        std::optional<CallSite> given;
         std::exception_ptr error;
         try {
-            site = nonblocking_call_site(options, entry);
+            given.emplace(nonblocking_call_site(options, entry));
             if (request == nullptr) throw InvalidArgumentError(fmt::format("{}: request is NULL", entry));
             check();
         } catch (...) {
             error = std::current_exception();
+        }
+        CallSite site;
+        if (given) {
+            site = *given;
+        } else {
+            site.file_name = "<C caller>";
+            site.function_name = entry;
         }
         if (error) {
             r->work = comm.ireject_call(op, input, root, reduce_op, error, site);
@@ -871,18 +893,26 @@ lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective
                                        lockstep_reduce_op_t reduce_op, const char* message,
                                        const lockstep_call_options_t* options) {
     return guarded(comm, [&] {
-        const std::optional<OpKind> kind = operation_of(collective);
-        if (!kind) {
-            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
-                 fmt::format("lockstep_reject_call: unknown collective {}", collective));
-        }
-        const OpKind op = *kind;
-        const bool reduces = operation_info(op).reduces;
-        Communicator& c = communicator(comm, "lockstep_reject_call");
-        const CallSite site = begin_call(c, options, "lockstep_reject_call", op, nullptr, root, std::nullopt);
-        const std::string text = message != nullptr ? message : "the caller's arguments could not be converted";
-        c.reject_call(op, nullptr, root, reduces ? reduce_op_of(reduce_op) : std::nullopt,
-                      std::make_exception_ptr(InvalidArgumentError(text)), site);
+        constexpr const char* entry = "lockstep_reject_call";
+        const OpKind op = rejected_operation(collective, entry);
+        Communicator& c = communicator(comm, entry);
+        const CallSite site = begin_call(c, options, entry, op, nullptr, root, std::nullopt);
+        c.reject_call(op, nullptr, root, rejected_reduce_op(op, reduce_op), rejection(message), site);
+    });
+}
+
+lockstep_status_t lockstep_ireject_call(lockstep_comm_t comm, lockstep_collective_t collective, int32_t root,
+                                        lockstep_reduce_op_t reduce_op, const char* message,
+                                        const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ireject_call";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const OpKind op = rejected_operation(collective, entry);
+        NonBlockingCall call{c, comm, entry, op, nullptr, root, rejected_reduce_op(op, reduce_op)};
+        // The check that always fails: the request is the rejection.
+        call(
+            options, request, [&] { std::rethrow_exception(rejection(message)); },
+            [](const CallSite&, lockstep_request_s&) {});
     });
 }
 

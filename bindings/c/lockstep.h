@@ -509,6 +509,13 @@ LOCKSTEP_C_API lockstep_status_t lockstep_isend(lockstep_comm_t comm, lockstep_t
 LOCKSTEP_C_API lockstep_status_t lockstep_irecv(lockstep_comm_t comm, lockstep_tensor_t output, int32_t source,
                                                 int32_t tag, const lockstep_call_options_t* options,
                                                 lockstep_request_t* request);
+/* lockstep_reject_call's non-blocking form, for a binding whose argument conversion failed where it would issue a
+ * non-blocking collective: the request's wait returns what lockstep_reject_call returns (in debug mode every rank's
+ * wait for that collective returns LOCKSTEP_ERROR_CALL_REJECTED). */
+LOCKSTEP_C_API lockstep_status_t lockstep_ireject_call(lockstep_comm_t comm, lockstep_collective_t collective,
+                                                       int32_t root, lockstep_reduce_op_t reduce_op,
+                                                       const char* message, const lockstep_call_options_t* options,
+                                                       lockstep_request_t* request);
 /* Blocks until the operation has completed; returns its status (the same status and text on every call). An operation
  * still running when lockstep_finalize ran can no longer complete: LOCKSTEP_ERROR_INVALID_USAGE. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_wait(lockstep_request_t request);

@@ -404,7 +404,8 @@ lockstep_status_t lockstep_check_trigger(lockstep_comm_t comm, int32_t* triggere
             require_out(triggered, "triggered");
             lockstep_call_options_t parsed;
             site = call_site(options, "lockstep_check_trigger", &parsed);
-        } catch (...) {  // joins the trigger's allreduce as a rejection: the other ranks are in it already
+        } catch (...) {         // joins the trigger's allreduce as a rejection: the other ranks are in it already
+            site = CallSite{};  // whole again: not relied on after the assigning call threw (see comm_c.cpp)
             site.file_name = "<C caller>";
             site.function_name = "lockstep_check_trigger";
             c.reject_call(OpKind::Allreduce, nullptr, -1, ReduceOp::Max, std::current_exception(), site);

@@ -376,10 +376,26 @@ static void test_point_to_point(lockstep_comm_t world, int rank, int size) {
 
 /* ---------------------------------------------------------------- the caller's memory */
 
-static volatile int deleted = 0;
+/* The deleter may run on lockstep's progress thread: the count is read and written under a lock. */
+static pthread_mutex_t deleted_lock = PTHREAD_MUTEX_INITIALIZER;
+static int deleted_count = 0;
 static void count_delete(void* context) {
     (void)context;
-    ++deleted;
+    pthread_mutex_lock(&deleted_lock);
+    ++deleted_count;
+    pthread_mutex_unlock(&deleted_lock);
+}
+static int deleted(void) {
+    int n;
+    pthread_mutex_lock(&deleted_lock);
+    n = deleted_count;
+    pthread_mutex_unlock(&deleted_lock);
+    return n;
+}
+static void reset_deleted(void) {
+    pthread_mutex_lock(&deleted_lock);
+    deleted_count = 0;
+    pthread_mutex_unlock(&deleted_lock);
 }
 
 /* Whether the deleter has run `n` times, within 60 s: the last reference may be dropped by the progress thread just
@@ -387,8 +403,8 @@ static void count_delete(void* context) {
 static int deleted_times(int n) {
     const struct timespec pause = {0, 1000000};
     int i;
-    for (i = 0; i < 60000 && deleted < n; ++i) nanosleep(&pause, NULL);
-    return deleted == n;
+    for (i = 0; i < 60000 && deleted() < n; ++i) nanosleep(&pause, NULL);
+    return deleted() == n;
 }
 
 static void test_wrapped_memory(lockstep_comm_t world, int rank, int size) {
@@ -397,14 +413,14 @@ static void test_wrapped_memory(lockstep_comm_t world, int rank, int size) {
     lockstep_tensor_t t = NULL;
     lockstep_request_t r = NULL;
     int i;
-    deleted = 0;
+    reset_deleted();
     for (i = 0; i < 4; ++i) values[i] *= (float)(rank + 1);
     OK(lockstep_tensor_wrap(values, &four, 1, LOCKSTEP_FLOAT32, cpu, 0, count_delete, NULL, &t));
     OK(lockstep_iallreduce(world, t, t, LOCKSTEP_SUM, NULL, &r));
     OK(lockstep_tensor_release(t)); /* the request keeps the memory */
-    CHECK(deleted == 0);
+    CHECK(deleted() == 0);
     OK(lockstep_request_wait(r));
-    CHECK(deleted == 0);
+    CHECK(deleted() == 0);
     for (i = 0; i < 4; ++i) CHECK(values[i] == (float)((i + 1) * size * (size + 1) / 2));
     OK(lockstep_request_free(r));
     CHECK(deleted_times(1));
@@ -413,16 +429,16 @@ static void test_wrapped_memory(lockstep_comm_t world, int rank, int size) {
     if (rank <= 1) {
         float box[3] = {0, 0, 0};
         int64_t three = 3;
-        deleted = 0;
+        reset_deleted();
         OK(lockstep_tensor_wrap(box, &three, 1, LOCKSTEP_FLOAT32, cpu, 0, count_delete, NULL, &t));
         if (rank == 0) {
             box[0] = box[1] = box[2] = -1.0f;
             OK(lockstep_irecv(world, t, 1, 11, NULL, &r));
             OK(lockstep_tensor_release(t));
-            CHECK(deleted == 0);
+            CHECK(deleted() == 0);
             OK(lockstep_barrier(world, NULL));
             OK(lockstep_request_wait(r));
-            CHECK(deleted == 0 && box[0] == 7.0f && box[2] == 7.0f);
+            CHECK(deleted() == 0 && box[0] == 7.0f && box[2] == 7.0f);
             OK(lockstep_request_free(r));
             CHECK(deleted_times(1));
         } else {
@@ -490,6 +506,17 @@ static void test_debug(lockstep_comm_t world, int rank, int size) {
         OK(lockstep_request_free(r));
         lockstep_tensor_release(out);
     }
+    /* A binding whose own argument conversion failed on rank 0 issues the rejection instead of the collective. */
+    if (rank == 0) {
+        OK(lockstep_ireject_call(dbg, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, LOCKSTEP_SUM, "int16 has no lockstep dtype",
+                                 NULL, &r));
+    } else {
+        OK(lockstep_iallreduce(dbg, ok, ok, LOCKSTEP_SUM, NULL, &r));
+    }
+    CHECK_STATUS(lockstep_request_wait(r), LOCKSTEP_ERROR_CALL_REJECTED);
+    CHECK(strstr(lockstep_last_error(), "int16 has no lockstep dtype") != NULL);
+    CHECK(same_everywhere(world, text_hash(lockstep_last_error()), size));
+    OK(lockstep_request_free(r));
     /* The communicator still works. */
     OK(lockstep_iallreduce(dbg, ok, ok, LOCKSTEP_SUM, NULL, &r));
     WAIT_OK(r);
@@ -674,6 +701,13 @@ static void test_misuse(lockstep_comm_t world, int rank, int size) {
         OK(lockstep_ibarrier(world, &bad, &r));
         finish(r, LOCKSTEP_ERROR_INVALID_ARGUMENT);
     }
+    /* A rejection with debug off: this rank's own error at its wait; an unknown collective fails at once. */
+    OK(lockstep_ireject_call(world, LOCKSTEP_COLLECTIVE_BROADCAST, 0, LOCKSTEP_SUM, "bad", NULL, &r));
+    finish(r, LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(lockstep_last_error(), "bad") != NULL);
+    r = zeroed;
+    CHECK_STATUS(lockstep_ireject_call(world, 99, -1, LOCKSTEP_SUM, "bad", NULL, &r), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(r == NULL && names("lockstep_ireject_call", "unknown collective"));
     /* Still usable; and a request freed without a wait (collective, and a send the peer receives). */
     OK(lockstep_iallreduce(world, t, t, LOCKSTEP_SUM, NULL, &r));
     OK(lockstep_request_free(r));
