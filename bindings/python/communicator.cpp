@@ -356,7 +356,7 @@ void bind_communicator(py::module_& m) {
         .def(
             "barrier",
             [](Communicator& c, py::object tag, py::object stream, py::object async_op) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.barrier", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     auto call = [handle](const lockstep_call_options_t* o, lockstep_request_t* request) {
@@ -371,7 +371,7 @@ void bind_communicator(py::module_& m) {
             [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream,
                py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.broadcast", "root"});
                     const bool nonblocking = to_bool(async_op, {"Communicator.broadcast", "async_op"});
                     lockstep_comm_t handle = c.handle();
@@ -391,7 +391,7 @@ void bind_communicator(py::module_& m) {
             "_allreduce_general",
             [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream,
                py::object async_op) {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.allreduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
@@ -414,7 +414,7 @@ void bind_communicator(py::module_& m) {
             [](Communicator& c, py::object x, py::object root_object, py::object op, py::object out, py::object tag,
                py::object stream, py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.reduce", "root"});
                     const bool nonblocking = to_bool(async_op, {"Communicator.reduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
@@ -437,7 +437,7 @@ void bind_communicator(py::module_& m) {
             "allgather",
             [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
                py::object async_op) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.allgather", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
@@ -461,7 +461,7 @@ void bind_communicator(py::module_& m) {
             [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag, py::object stream,
                py::object async_op) -> py::object {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_GATHER, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.gather", "root"});
                     const bool nonblocking = to_bool(async_op, {"Communicator.gather", "async_op"});
                     lockstep_comm_t handle = c.handle();
@@ -489,7 +489,7 @@ void bind_communicator(py::module_& m) {
             [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag, py::object stream,
                py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_SCATTER, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.scatter", "root"});
                     const bool nonblocking = to_bool(async_op, {"Communicator.scatter", "async_op"});
                     lockstep_comm_t handle = c.handle();
@@ -510,7 +510,7 @@ void bind_communicator(py::module_& m) {
             "reduce_scatter",
             [](Communicator& c, py::object x, py::object out, py::object op, py::object tag, py::object stream,
                py::object async_op) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.reduce_scatter", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
@@ -538,7 +538,7 @@ void bind_communicator(py::module_& m) {
             "alltoall",
             [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
                py::object async_op) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.alltoall", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
@@ -559,7 +559,7 @@ void bind_communicator(py::module_& m) {
         .def(
             "gather_uneven",
             [](Communicator& c, py::object x, py::object tag, py::object stream, py::object async_op) {
-                return joined(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.gather_uneven", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);

@@ -85,6 +85,7 @@ void Request::settle(lockstep_status_t status) {
 
 void Request::raise_outcome() const {
     if (error_) throw *error_;
+    if (pending_.rejected) std::rethrow_exception(pending_.rejected);
 }
 
 bool Request::poll(Poll how, double seconds) {
@@ -151,6 +152,7 @@ std::string Request::repr() const {
     std::string text = "lockstep.Request(" + operation_;
     if (!site_.empty()) text += " issued at " + site_;
     if (!completed_) return text + ", pending)";
+    if (!error_ && pending_.rejected) return text + ", failed: rejected on this rank)";
     if (!error_) return text + ", completed)";
     return text + ", failed: " + lockstep_status_string(error_->status) + ")";
 }
@@ -161,6 +163,52 @@ py::object make_request(lockstep_request_t handle, lockstep_comm_t comm, const c
     const char* dot = std::strrchr(function, '.');
     return py::cast(
         std::make_unique<Request>(handle, comm, dot != nullptr ? dot + 1 : function, site, std::move(pending)));
+}
+
+bool requests_request(py::handle async_op) noexcept {
+    try {
+        return to_bool(async_op, {"", ""});
+    } catch (...) {
+        return false;
+    }
+}
+
+namespace {
+
+// The text of a conversion's failure, for the other ranks' CallRejectedError.
+std::string failure_text(const std::exception_ptr& error) {
+    try {
+        std::rethrow_exception(error);
+    } catch (const StatusError& e) {
+        return e.message;
+    } catch (const std::exception& e) {  // py::error_already_set included
+        return e.what();
+    } catch (...) {
+        return "an unknown error";
+    }
+}
+
+}  // namespace
+
+py::object reject_nonblocking(lockstep_comm_t comm, lockstep_collective_t kind, int32_t root,
+                              std::exception_ptr error) {
+    const std::string why = failure_text(error);
+    CallOptions options;  // the caller's place, as the collective would have passed it
+    ++g_calls_entered;
+    lockstep_request_t request = nullptr;
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = lockstep_ireject_call(comm, kind, root, LOCKSTEP_SUM, why.c_str(), options.get(), &request);
+    }
+    if (status != LOCKSTEP_OK) {
+        lockstep_request_free(request);
+        std::rethrow_exception(error);  // the library could not take the rejection: this rank's own error
+    }
+    Pending pending;
+    pending.rejected = std::move(error);
+    const char* name = lockstep_collective_name(kind);
+    return make_request(request, comm, name != nullptr ? name : "collective", options.site(), std::move(pending));
 }
 
 void release_dropped_requests(lockstep_comm_t comm) {

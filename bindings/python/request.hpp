@@ -22,6 +22,7 @@
 #include "operand.hpp"
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct Pending {
     RequestResult kind = RequestResult::Given;
     std::vector<Operand> operands;    // buffers held exported, tensors held, until completion
     std::vector<py::object> objects;  // the Python objects given to the call
+    // A rank whose conversion failed joined the collective as rejected: its own error, raised at the wait where the
+    // library reports no error of its own (outside debug mode).
+    std::exception_ptr rejected;
 };
 
 class Request {
@@ -128,6 +132,27 @@ py::object run_or_issue(bool nonblocking, const char* function, lockstep_comm_t 
     run_collective(
         function, tag, stream, [&](const lockstep_call_options_t* o) { return call(o, nullptr); }, tag_name);
     return pending.result;
+}
+
+// A non-blocking collective whose conversion failed on this rank (`error`, being handled) joins it as rejected
+// (lockstep_ireject_call), since the other ranks issued theirs: the Request's wait raises CallRejectedError on every
+// rank in debug mode, else this rank's own error. Blocking calls take joined()'s blocking rejection.
+py::object reject_nonblocking(lockstep_comm_t comm, lockstep_collective_t kind, int32_t root, std::exception_ptr error);
+
+// Whether `async_op` asks for a Request; false for a value to_bool refuses (the body raises that error, blocking).
+bool requests_request(py::handle async_op) noexcept;
+
+// joined() for a collective that takes async_op: a conversion failure of a non-blocking call joins it without blocking.
+template <typename Comm, typename Body>
+py::object joined_call(Comm& c, lockstep_collective_t kind, const int32_t& root, py::handle async_op, Body&& body) {
+    if (!requests_request(async_op)) return joined(c, kind, root, body);
+    g_call_started = false;
+    try {
+        return body();
+    } catch (...) {
+        if (g_call_started || c.freed()) throw;
+        return reject_nonblocking(c.handle(), kind, root, std::current_exception());
+    }
 }
 
 }  // namespace lockstep_python

@@ -301,22 +301,42 @@ def check_debug_mismatch(comm, r, n):
 
 
 def check_conversion_rejected(comm, r, n):
-    # Debug mode: an op name only the last rank gets wrong joins the collective as rejected; that rank raises at the
-    # call, the others at their wait, every rank the same CallRejectedError naming it.
+    # Debug mode: an op name only the last rank gets wrong joins the non-blocking collective as rejected, without
+    # blocking: every rank's wait raises the same CallRejectedError naming that rank and the reason.
     comm.debug = True
     last = n - 1
     x = np.ones(4, dtype=np.float32)
-    if r == last:
-        with raises(lockstep.CallRejectedError) as caught:
-            comm.allreduce(x, op="bogus", async_op=True)
-    else:
-        request = comm.allreduce(x, async_op=True)
-        with raises(lockstep.CallRejectedError) as caught:
-            request.wait()
+    request = comm.allreduce(x, op="bogus" if r == last else "sum", async_op=True)
+    assert isinstance(request, lockstep.Request)
+    with raises(lockstep.CallRejectedError) as caught:
+        request.wait()
     text = str(caught.error)
     assert "bogus" in text and (f"process {last}" in text.lower() or f"rank {last}" in text.lower()), text
     same_on_every_rank(comm, text)
+    np.testing.assert_array_equal(x, np.ones(4, dtype=np.float32))
+    # The rejecting rank does not wait for the others at the call: rank 0 rejects, then receives a rendezvous-sized
+    # message that rank 1 sends before issuing its side of the collective.
+    big = np.zeros(LARGE // 8) if r == 0 else np.full(LARGE // 8, 2.0)
+    if r == 0:
+        request = comm.gather(np.ones(2, dtype=np.int16), root=0, async_op=True)  # int16: no lockstep dtype
+        comm.recv(big, 1, tag=61)
+    else:
+        comm.send(big, 0, tag=61)
+        request = comm.gather(np.ones(2, dtype=np.float32), root=0, async_op=True)
+    with raises(lockstep.CallRejectedError) as caught:
+        request.wait()
+    same_on_every_rank(comm, str(caught.error))
     comm.debug = False
+    # Outside debug mode, a rank's own argument error is raised at its wait (here every rank's).
+    request = comm.allreduce(x, op="median", async_op=True)
+    with raises(lockstep.InvalidArgumentError) as caught:
+        request.wait()
+    assert "median" in str(caught.error) and "failed" in repr(request), (str(caught.error), repr(request))
+    with raises(lockstep.InvalidArgumentError):
+        request.result()
+    # An async_op that is not a bool is a TypeError at the call (the call's mode is unknown, so it is blocking).
+    with raises(TypeError):
+        comm.allreduce(x, async_op="yes")
 
 
 def check_dropped(comm, r, n):
