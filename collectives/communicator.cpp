@@ -355,7 +355,7 @@ void Communicator::reject_call(OpKind op, const Tensor* input, int root, std::op
 }
 
 std::size_t Communicator::outstanding() const noexcept {
-    return impl_->async != nullptr ? impl_->async->pending() : 0;
+    return impl_->async != nullptr ? impl_->async->outstanding() : 0;
 }
 
 bool Communicator::progress_thread() const noexcept {

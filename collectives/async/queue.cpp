@@ -31,6 +31,7 @@ AsyncQueue::~AsyncQueue() {
 void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
     state->queue = this;
     pending_.fetch_add(1, std::memory_order_acq_rel);
+    unfinished_.fetch_add(1, std::memory_order_acq_rel);
     {
         std::scoped_lock lock(mutex_);
         queue_.push_back(std::move(state));
@@ -49,9 +50,12 @@ void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
     }
     running_on_this_thread = nullptr;
     state->body = nullptr;  // lets go of the tensors it held
-    state->complete(failure);
+    // Off outstanding() before it is seen complete, and off pending() (what drain waits for) after: a wait that
+    // returned sees it gone from outstanding(), and a blocking call that drained sees it complete.
     {
         std::scoped_lock lock(mutex_);
+        unfinished_.fetch_sub(1, std::memory_order_acq_rel);
+        state->complete(failure);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
     idle_.notify_all();

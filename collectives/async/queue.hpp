@@ -37,7 +37,8 @@ public:
     // passed); without one, runs the queue up to it here.
     bool run_through(WorkState& state, std::chrono::steady_clock::time_point deadline);
     [[nodiscard]] bool idle() const noexcept { return pending_.load(std::memory_order_acquire) == 0; }
-    [[nodiscard]] std::size_t pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+    // Collectives submitted and not yet complete.
+    [[nodiscard]] std::size_t outstanding() const noexcept { return unfinished_.load(std::memory_order_acquire); }
     [[nodiscard]] bool threaded() const noexcept { return thread_.joinable(); }
 
     // The queued collective the calling thread is running, if any (the funnel reads its debug mode and step).
@@ -55,7 +56,8 @@ private:
     std::condition_variable wake_;  // the thread: work or stop
     std::condition_variable idle_;  // drain: pending_ reached 0
     std::deque<std::shared_ptr<WorkState>> queue_;
-    std::atomic<std::size_t> pending_{0};
+    std::atomic<std::size_t> pending_{0};     // until complete() has returned
+    std::atomic<std::size_t> unfinished_{0};  // until just before complete()
     bool stop_ = false;
     std::mutex run_mutex_;  // without a thread: one caller at a time runs the queue
     std::thread thread_;

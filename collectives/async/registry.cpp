@@ -165,9 +165,10 @@ void retire_unsettled(std::uint64_t comm_id, std::string_view when) {
             text += w->done() ? "; cancelled" : "; MPI could not cancel it";
         }
     }
-    text += "\nWait for every request (Work::wait, or test until it returns true) before its communicator is freed "
-            "and before the runtime finalizes.";
-    get_logger("lockstep.async").warning("{}", text);
+    text +=
+        "\nWait for every request (Work::wait, or test until it returns true) before its communicator is freed "
+        "and before the runtime finalizes.";
+    get_logger("lockstep.async").warning(every_rank, "{}", text);
 }
 
 nlohmann::json requests_json() {

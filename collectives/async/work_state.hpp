@@ -36,12 +36,12 @@ struct WorkState {
     std::uint64_t id = 0;
     std::uint64_t comm_id = 0;
     int comm_size = 0;
-    CallRecord record;         // op, dtype, shape and call site, as the boards keep them
-    std::string what;          // "lockstep::allreduce float32[1024]"
-    std::string site;          // "train.cpp:88"
+    CallRecord record;  // op, dtype, shape and call site, as the boards keep them
+    std::string what;   // "lockstep::allreduce float32[1024]"
+    std::string site;   // "train.cpp:88"
     std::chrono::steady_clock::time_point issued;
     bool collective = true;
-    bool debug = false;        // the communicator's debug mode and step when issued: the signature carries them
+    bool debug = false;  // the communicator's debug mode and step when issued: the signature carries them
     std::uint64_t step = 0;
 
     // A collective: the blocking form, run by the queue on its view of the communicator; it sets `result`.
@@ -53,9 +53,9 @@ struct WorkState {
     Tensor buffer;  // what MPI reads or writes: the tensor itself, or a host copy of a device tensor
     Tensor target;  // a receive's tensor, when `buffer` is a host copy
     MPI_Datatype datatype = MPI_DATATYPE_NULL;
-    int expected = 0;              // elements a receive expects
-    Board* p2p_board = nullptr;    // the communicator's board of sends and receives, shown while a thread waits
-    std::mutex progress_mutex;     // one thread at a time tests the MPI request
+    int expected = 0;            // elements a receive expects
+    Board* p2p_board = nullptr;  // the communicator's board of sends and receives, shown while a thread waits
+    std::mutex progress_mutex;   // one thread at a time tests the MPI request
 
     // The outcome; `phase` turns Done (release) after the fields below are written.
     std::atomic<WorkPhase> phase{WorkPhase::Queued};

@@ -26,8 +26,9 @@ Work Communicator::ibroadcast_(Tensor& t, int root, CallSite site) {
 }
 
 Work Communicator::ireduce(const Tensor& t, ReduceOp op, int root, CallSite site) {
-    return impl_->submit({.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op, .site = site},
-                         [t, op, root, site](Communicator& c, WorkState& w) { w.result = c.reduce(t, op, root, site); });
+    return impl_->submit(
+        {.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op, .site = site},
+        [t, op, root, site](Communicator& c, WorkState& w) { w.result = c.reduce(t, op, root, site); });
 }
 
 Work Communicator::iallreduce(const Tensor& t, ReduceOp op, CallSite site) {

@@ -25,16 +25,18 @@ void check_tag(MPI_Comm comm, int tag, const char* what, bool any_allowed = fals
 
 Work Communicator::Impl::post_receive(Tensor& out, int source, int tag, const CallSite& site) {
     Impl& impl = *this;
-    auto w = impl.new_work(
-        {.op = OpKind::Recv, .output = &out, .root = source == MPI_ANY_SOURCE ? -1 : source, .message_tag = tag,
-         .site = site});
+    auto w = impl.new_work({.op = OpKind::Recv,
+                            .output = &out,
+                            .root = source == MPI_ANY_SOURCE ? -1 : source,
+                            .message_tag = tag,
+                            .site = site});
     w->buffer = detail::nonblocking_buffer(out, detail::Direction::Out);
     w->target = out;
     w->datatype = mpi_datatype(out.dtype());
     w->p2p_board = impl.p2p_board;
     w->expected = detail::checked_count(out.numel(), "irecv");
-    LOCKSTEP_MPI_CHECK(MPI_Irecv(w->expected == 0 ? nullptr : w->buffer.data(), w->expected, w->datatype, source,
-                                 tag, impl.comm, &w->request));
+    LOCKSTEP_MPI_CHECK(MPI_Irecv(w->expected == 0 ? nullptr : w->buffer.data(), w->expected, w->datatype, source, tag,
+                                 impl.comm, &w->request));
     detail::register_work(w);
     return Work(std::move(w));
 }
@@ -85,8 +87,8 @@ Work Communicator::isend(const Tensor& t, int dest, int tag, CallSite site) {
     w->datatype = mpi_datatype(t.dtype());
     w->p2p_board = impl_->p2p_board;
     const int n = detail::checked_count(t.numel(), "isend");
-    LOCKSTEP_MPI_CHECK(MPI_Isend(n == 0 ? nullptr : w->buffer.data(), n, w->datatype, dest, tag, impl_->comm,
-                                 &w->request));
+    LOCKSTEP_MPI_CHECK(
+        MPI_Isend(n == 0 ? nullptr : w->buffer.data(), n, w->datatype, dest, tag, impl_->comm, &w->request));
     detail::register_work(w);
     return Work(std::move(w));
 }

@@ -43,6 +43,35 @@ std::string site_text(const CallRecord& r) {
 
 namespace {
 
+// The non-blocking operations a process has issued and not yet seen complete, one line each under its line:
+// "request #3 `lockstep::allreduce` float32[4] issued at train.cpp:88, 12.0 s ago: running; waited for in wait()".
+std::string requests_lines(const nlohmann::json& b) {
+    if (!b.contains("requests")) return {};
+    std::string text;
+    const auto& requests = b["requests"];
+    // The oldest few, and those a thread waits for: a loop that issued thousands would bury the report.
+    constexpr std::size_t shown_at_most = 8;
+    std::size_t shown = 0;
+    for (const auto& r : requests) {
+        if (shown >= shown_at_most && !r.value("waiting", false)) continue;
+        ++shown;
+        text += fmt::format("\n      request #{} {} issued at {}, {:.1f} s ago: {}", r.value("id", 0),
+                            r.value("op", "?"), r.value("site", "?"), r.value("seconds", 0.0), r.value("state", "?"));
+        if (r.value("waiting", false)) {
+            text += "; a thread waits for it in wait()";
+        } else if (r.value("dropped", false)) {
+            text += "; dropped without a wait";
+        } else {
+            text += "; never waited for so far";
+        }
+    }
+    if (shown < requests.size()) {
+        text += fmt::format("\n      ... and {} more {} not waited for", requests.size() - shown,
+                            requests.size() - shown == 1 ? "request" : "requests");
+    }
+    return text;
+}
+
 // One line of "What each process is doing" from a process's board; `name` is "Process 2" or "World rank 5".
 std::string process_line(const nlohmann::json& b, const std::string& name) {
     std::string line = "  - " + name;
@@ -65,6 +94,7 @@ std::string process_line(const nlohmann::json& b, const std::string& name) {
         } else {
             line += "; no collective completed yet";
         }
+        line += requests_lines(b);
     }
     return line + "\n";
 }
@@ -202,6 +232,25 @@ struct StuckCall {
     double timeout = 0.0;
     std::string label;  // what lockstep uses the communicator for, if it is one of its own (label_communicator)
 };
+
+// A request of communicator `comm` on this board that is queued and that no thread waits for, if any.
+const nlohmann::json* queued_request(const nlohmann::json& b, std::uint64_t comm) {
+    if (!b.contains("requests")) return nullptr;
+    for (const auto& r : b["requests"]) {
+        if (r.value("comm", std::uint64_t{0}) == comm && r.value("collective", false) && !r.value("waiting", false) &&
+            r.value("state", "").starts_with("queued")) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+// Whether every one of `missing` holds a queued, unwaited request on the stuck call's communicator.
+bool queued_unwaited(const std::vector<int>& missing, const StuckCall& c, std::map<int, nlohmann::json>& boards) {
+    return std::all_of(missing.begin(), missing.end(), [&](int i) {
+        return queued_request(boards[c.members[static_cast<std::size_t>(i)].world_rank], c.comm) != nullptr;
+    });
+}
 
 // A member's call in flight on communicator `comm`, from its board.
 const nlohmann::json* call_on(const nlohmann::json& board, std::uint64_t comm) {
@@ -361,6 +410,15 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                     "{} did not get here: {} stuck in a point-to-point call (its own report says why), so this "
                     "collective cannot complete either.",
                     members_text(missing, c.members), missing.size() == 1 ? "it is" : "they are");
+            } else if (!missing.empty() && queued_unwaited(missing, c, boards)) {
+                s += fmt::format("Never arrived: {}\n", members_text(missing, c.members));
+                const nlohmann::json& b = boards[c.members[static_cast<std::size_t>(missing.front())].world_rank];
+                const nlohmann::json& r = *queued_request(b, c.comm);
+                hint = fmt::format(
+                    "{} issued the call without blocking (request #{} {} at {}) but never waited for it: without a "
+                    "progress thread (the progress_thread setting off, or MPI without MPI_THREAD_MULTIPLE) a "
+                    "non-blocking collective runs only inside wait() or test(). Wait for every request.",
+                    members_text(missing, c.members), r.value("id", 0), r.value("op", "?"), r.value("site", "?"));
             } else if (!missing.empty()) {
                 s += fmt::format("Never arrived: {}\n", members_text(missing, c.members));
                 const std::optional<std::string> gone_to = lockstep_call_of(missing, c.members, boards);

@@ -3,6 +3,7 @@
 // serving thread's clients, and the report thread. Shared by the watchdog's parts: the registry (watchdog.cpp),
 // the thread (thread.cpp) and the reports (report.cpp).
 
+#include "../async/work_state.hpp"
 #include "../watchdog.hpp"
 #include "channel.hpp"
 #include "report.hpp"
@@ -176,6 +177,7 @@ struct Watchdog::State {
             j["in_collective"] = false;
         }
         if (!phase.empty()) j["phase"] = phase;
+        if (nlohmann::json requests = requests_json(); !requests.empty()) j["requests"] = std::move(requests);
         if (const auto last = last_completed()) {
             j["last_op"] = last->text();
             add_p2p(last->record, "last_");

@@ -153,3 +153,37 @@ int main(int argc, char* argv[]) {
     }
     return boost::unit_test::unit_test_main(&init_collectives_cuda, argc, argv);
 }
+
+BOOST_AUTO_TEST_CASE(non_blocking_forms_match_the_host) {
+    // Issued right after the kernels that write the tensors (on the legacy stream), waited for in reverse order, and
+    // read by work queued after the wait.
+    for (DType dtype : tested_dtypes) {
+        const std::string d(dtype_name(dtype));
+        const Tensor host = values_for_rank(big, dtype, 3);
+        Tensor dev = host.to(gpu);
+        Tensor in_place = dev.clone();
+        Work a = comm().iallreduce_(in_place, ReduceOp::Sum);
+        Work b = comm().iallreduce(dev, ReduceOp::Max);
+        Work c = comm().ibroadcast(dev, N() - 1);
+        Work g = comm().iallgather(dev);
+        g.wait();
+        c.wait();
+        b.wait();
+        a.wait();
+        expect_same(in_place, comm().allreduce(host, ReduceOp::Sum), "iallreduce_ " + d);
+        expect_same(b.result(), comm().allreduce(host, ReduceOp::Max), "iallreduce " + d);
+        expect_same(c.result(), comm().broadcast(host, N() - 1), "ibroadcast " + d);
+        expect_same(g.result(), comm().allgather(host), "iallgather " + d);
+        // A ring of device tensors: the receive posted before the send.
+        Tensor in = Tensor::zeros(big, dtype, gpu);
+        Work r = comm().irecv(in, (R() + N() - 1) % N(), 11);
+        Work s = comm().isend(dev, (R() + 1) % N(), 11);
+        r.wait();
+        s.wait();
+        Tensor in_host = Tensor::zeros(big, dtype);
+        Work rh = comm().irecv(in_host, (R() + N() - 1) % N(), 12);
+        comm().isend(host, (R() + 1) % N(), 12).wait();
+        rh.wait();
+        expect_same(in, in_host, "irecv " + d);
+    }
+}

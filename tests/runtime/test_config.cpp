@@ -216,6 +216,13 @@ const std::vector<Field> fields = {
      .env_text = "0", .env_value = "0",
      .launcher_text = "4k", .launcher_value = "4096",
      .set_override = [](ConfigOverrides& o) { o.shm_threshold = 512; }, .override_value = "512"},
+    {.key = "progress_thread", .variable = env_names::progress_thread,
+     .value = [](const Config& c) -> std::string { return c.progress_thread ? "true" : "false"; },
+     .default_value = "true",
+     .file_text = "off", .file_value = "false",
+     .env_text = "0", .env_value = "false",
+     .launcher_text = "yes", .launcher_value = "true",
+     .set_override = [](ConfigOverrides& o) { o.progress_thread = false; }, .override_value = "false"},
 };
 // clang-format on
 
@@ -1012,6 +1019,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"shm: auto", "default"},
         {"shm_arena_size: auto", "default"},
         {"shm_threshold: 64.00 KiB", "default"},
+        {"progress_thread: true", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };
