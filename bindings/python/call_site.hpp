@@ -54,6 +54,7 @@ public:
     CallOptions(const CallOptions&) = delete;
     CallOptions& operator=(const CallOptions&) = delete;
     const lockstep_call_options_t* get() const { return &options_; }
+    const CallSite& site() const { return site_; }
 
 private:
     CallSite site_;

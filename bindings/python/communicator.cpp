@@ -4,6 +4,7 @@
 #include "collective_call.hpp"
 #include "conversion.hpp"
 #include "operand.hpp"
+#include "request.hpp"
 #include "tensor.hpp"
 
 #include <pybind11/stl.h>
@@ -82,23 +83,40 @@ public:
     Output(const py::object& out, lockstep_tensor_t input, bool allocate, ShapeOf&& shape_of) : out_(out) {
         if (!out.is_none()) {
             given_ = to_operand(out, false);
+            handle_ = given_.handle;
         } else if (allocate) {
             Tensor in = borrow(input);
-            created_.emplace(empty_tensor(shape_of(in), in.dtype(), in.device()));
+            Tensor created = empty_tensor(shape_of(in), in.dtype(), in.device());
+            handle_ = created.handle();
+            created_ = py::cast(std::move(created));  // the object holds the tensor, and so the handle, alive
         }
     }
-    lockstep_tensor_t handle() const { return created_ ? created_->handle() : given_.handle; }
+    lockstep_tensor_t handle() const { return handle_; }
     // What the collective returns: the new tensor, or the caller's out.
-    py::object result() {
-        if (created_) return py::cast(std::move(*created_));
-        return out_;
+    py::object result() const { return created_ ? created_ : out_; }
+    // A non-blocking call's: the output, held until the operation completes.
+    void hold_in(Pending& pending) {
+        pending.operands.push_back(std::move(given_));
+        pending.objects.push_back(out_);
     }
 
 private:
     py::object out_;
     Operand given_;
-    std::optional<Tensor> created_;
+    py::object created_;
+    lockstep_tensor_t handle_ = nullptr;
 };
+
+// What a non-blocking call hands to its Request: `result` (what the blocking call returns), the Python objects it was
+// given and their operands.
+template <typename... Operands>
+Pending pending_of(py::object result, std::vector<py::object> objects, Operands&&... operands) {
+    Pending pending;
+    pending.result = std::move(result);
+    pending.objects = std::move(objects);
+    (pending.operands.push_back(std::move(operands)), ...);
+    return pending;
+}
 
 }  // namespace
 
@@ -168,8 +186,9 @@ extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* arg
 PyMethodDef communicator_allreduce_def = {
     "allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&communicator_allreduce)),
     METH_FASTCALL | METH_KEYWORDS,
-    "allreduce(x, op='sum', out=None, *, tag=None, stream=None): the reduction of x over every rank, in place in "
-    "x's memory (or into out); returns x (or out)."};
+    "allreduce(x, op='sum', out=None, *, tag=None, stream=None, async_op=False): the reduction of x over every rank, "
+    "in place in x's memory (or into out); returns x (or out), or with async_op=True a lockstep.Request whose "
+    "result() is x (or out)."};
 
 void bind_communicator(py::module_& m) {
     py::class_<Communicator> comm(m, "Communicator", "A lockstep communicator: every collective runs on it.");
@@ -330,128 +349,169 @@ void bind_communicator(py::module_& m) {
                         ", size=" + std::to_string(c.size()) + ")";
              })
         // ------------------------------------------------------------ collectives
+        // Each takes async_op: False runs the blocking C call; True issues its non-blocking form (lockstep_i*) and
+        // returns a Request whose result() is what the blocking call returns. One lambda per collective calls either
+        // form (`request` is null for the blocking one); it captures the operands' handles by value, since a Request
+        // takes the operands themselves.
         .def(
             "barrier",
-            [](Communicator& c, py::object tag, py::object stream) {
-                return joined(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, [&]() -> void {
+            [](Communicator& c, py::object tag, py::object stream, py::object async_op) -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_BARRIER, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.barrier", "async_op"});
                     lockstep_comm_t handle = c.handle();
-                    run_collective("Communicator.barrier", tag, stream,
-                                   [&](const lockstep_call_options_t* o) { return lockstep_barrier(handle, o); });
+                    auto call = [handle](const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ibarrier(handle, o, request) : lockstep_barrier(handle, o);
+                    };
+                    return run_or_issue(nonblocking, "Communicator.barrier", handle, tag, stream, Pending{}, call);
                 });
             },
-            py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
+            py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "broadcast",
-            [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream) {
+            [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream,
+               py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_BROADCAST, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.broadcast", "root"});
+                    const bool nonblocking = to_bool(async_op, {"Communicator.broadcast", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand t = to_operand(x, false);
-                    run_collective("Communicator.broadcast", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_broadcast(handle, t.handle, t.handle, root, o);
-                    });
-                    return x;
+                    auto call = [handle, tensor = t.handle, root](const lockstep_call_options_t* o,
+                                                                  lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ibroadcast(handle, tensor, tensor, root, o, request)
+                                                  : lockstep_broadcast(handle, tensor, tensor, root, o);
+                    };
+                    return run_or_issue(nonblocking, "Communicator.broadcast", handle, tag, stream,
+                                        pending_of(x, {x}, std::move(t)), call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "_allreduce_general",
-            [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream) {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, [&]() -> py::object {
+            [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream,
+               py::object async_op) {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.allreduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    run_collective("Communicator.allreduce", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_allreduce(handle, input.handle, output.handle, reduce_op, o);
-                    });
-                    return out.is_none() ? x : out;
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iallreduce(handle, in, into, reduce_op, o, request)
+                                                  : lockstep_allreduce(handle, in, into, reduce_op, o);
+                    };
+                    py::object result = out.is_none() ? x : out;
+                    return run_or_issue(nonblocking, "Communicator.allreduce", handle, tag, stream,
+                                        pending_of(result, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
-            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "reduce",
             [](Communicator& c, py::object x, py::object root_object, py::object op, py::object out, py::object tag,
-               py::object stream) {
+               py::object stream, py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.reduce", "root"});
+                    const bool nonblocking = to_bool(async_op, {"Communicator.reduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    run_collective("Communicator.reduce", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_reduce(handle, input.handle, output.handle, reduce_op, root, o);
-                    });
-                    return out.is_none() ? x : out;
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op, root](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ireduce(handle, in, into, reduce_op, root, o, request)
+                                                  : lockstep_reduce(handle, in, into, reduce_op, root, o);
+                    };
+                    py::object result = out.is_none() ? x : out;
+                    return run_or_issue(nonblocking, "Communicator.reduce", handle, tag, stream,
+                                        pending_of(result, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
-            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "allgather",
-            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, [&]() -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
+               py::object async_op) -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLGATHER, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.allgather", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Output output(out, input.handle, true,
                                   [&](const Tensor& in) { return gathered_shape(in, c.size()); });
-                    run_collective("Communicator.allgather", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_allgather(handle, input.handle, output.handle(), o);
-                    });
-                    return output.result();
+                    auto call = [handle, in = input.handle, into = output.handle()](const lockstep_call_options_t* o,
+                                                                                    lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iallgather(handle, in, into, o, request)
+                                                  : lockstep_allgather(handle, in, into, o);
+                    };
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.allgather", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "gather",
-            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag,
-               py::object stream) -> py::object {
+            [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag, py::object stream,
+               py::object async_op) -> py::object {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_GATHER, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_GATHER, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.gather", "root"});
+                    const bool nonblocking = to_bool(async_op, {"Communicator.gather", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const bool is_root = c.rank() == root;
                     Operand input = to_operand(x, false);
                     // A given output is also a non-root's: every rank checks a given output alike.
                     Output output(out, input.handle, is_root,
                                   [&](const Tensor& in) { return gathered_shape(in, c.size()); });
-                    run_collective("Communicator.gather", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_gather(handle, input.handle, output.handle(), root, o);
-                    });
-                    if (!is_root) return py::none();
-                    return output.result();
+                    auto call = [handle, in = input.handle, into = output.handle(), root](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_igather(handle, in, into, root, o, request)
+                                                  : lockstep_gather(handle, in, into, root, o);
+                    };
+                    py::object result = is_root ? output.result() : py::none();
+                    Pending pending = pending_of(result, {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.gather", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "scatter",
-            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag,
-               py::object stream) {
+            [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag, py::object stream,
+               py::object async_op) {
                 int32_t root = -1;
-                return joined(c, LOCKSTEP_COLLECTIVE_SCATTER, root, [&]() -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_SCATTER, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.scatter", "root"});
+                    const bool nonblocking = to_bool(async_op, {"Communicator.scatter", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Operand output = to_operand(out, false);
-                    run_collective("Communicator.scatter", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_scatter(handle, input.handle, output.handle, root, o);
-                    });
-                    return out;
+                    auto call = [handle, in = input.handle, into = output.handle, root](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_iscatter(handle, in, into, root, o, request)
+                                                  : lockstep_scatter(handle, in, into, root, o);
+                    };
+                    return run_or_issue(nonblocking, "Communicator.scatter", handle, tag, stream,
+                                        pending_of(out, {x, out}, std::move(input), std::move(output)), call);
                 });
             },
             py::arg("x"), py::arg("out"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "reduce_scatter",
-            [](Communicator& c, py::object x, py::object out, py::object op, py::object tag,
-               py::object stream) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, [&]() -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object op, py::object tag, py::object stream,
+               py::object async_op) -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.reduce_scatter", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
                     Operand input = to_operand(x, false);
@@ -461,66 +521,106 @@ void bind_communicator(py::module_& m) {
                         if (!shape.empty()) shape[0] /= c.size();
                         return shape;
                     });
-                    run_collective("Communicator.reduce_scatter", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_reduce_scatter(handle, input.handle, output.handle(), reduce_op, o);
-                    });
-                    return output.result();
+                    auto call = [handle, in = input.handle, into = output.handle(), reduce_op](
+                                    const lockstep_call_options_t* o, lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ireduce_scatter(handle, in, into, reduce_op, o, request)
+                                                  : lockstep_reduce_scatter(handle, in, into, reduce_op, o);
+                    };
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.reduce_scatter", handle, tag, stream,
+                                        std::move(pending), call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
-            py::arg("tag") = py::none(), py::arg("stream") = py::none())
+            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "alltoall",
-            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream) -> py::object {
-                return joined(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, [&]() -> py::object {
+            [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
+               py::object async_op) -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLTOALL, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.alltoall", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
                     Output output(out, input.handle, true, [](const Tensor& in) { return in.shape(); });
-                    run_collective("Communicator.alltoall", tag, stream, [&](const lockstep_call_options_t* o) {
-                        return lockstep_alltoall(handle, input.handle, output.handle(), o);
-                    });
-                    return output.result();
+                    auto call = [handle, in = input.handle, into = output.handle()](const lockstep_call_options_t* o,
+                                                                                    lockstep_request_t* request) {
+                        return request != nullptr ? lockstep_ialltoall(handle, in, into, o, request)
+                                                  : lockstep_alltoall(handle, in, into, o);
+                    };
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, "Communicator.alltoall", handle, tag, stream, std::move(pending),
+                                        call);
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "gather_uneven",
-            [](Communicator& c, py::object x, py::object tag, py::object stream) {
-                return joined(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, [&]() -> Tensor {
+            [](Communicator& c, py::object x, py::object tag, py::object stream, py::object async_op) {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_GATHER_UNEVEN, -1, async_op, [&]() -> py::object {
+                    const bool nonblocking = to_bool(async_op, {"Communicator.gather_uneven", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     Operand input = to_operand(x, false);
+                    if (nonblocking) {
+                        const lockstep_tensor_t in = input.handle;
+                        Pending pending = pending_of(py::none(), {x}, std::move(input));
+                        pending.kind = RequestResult::NewTensor;
+                        return issue_request(
+                            "Communicator.gather_uneven", handle, tag, stream, std::move(pending),
+                            [handle, in](const lockstep_call_options_t* o, lockstep_request_t* request) {
+                                return lockstep_igather_uneven(handle, in, o, request);
+                            });
+                    }
                     lockstep_tensor_t result = nullptr;
                     run_collective("Communicator.gather_uneven", tag, stream, [&](const lockstep_call_options_t* o) {
                         return lockstep_gather_uneven(handle, input.handle, &result, o);
                     });
-                    return Tensor(result);
+                    return py::cast(Tensor(result));
                 });
             },
-            py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none())
+            py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(),
+            py::arg("async_op") = false)
         .def(
             "send",
             [](Communicator& c, py::object x, py::object dest_object, py::object tag_object, py::object name,
-               py::object stream) {
+               py::object stream, py::object async_op) -> py::object {
                 const auto dest = to_integer<int32_t>(dest_object, {"Communicator.send", "dest"});
                 const auto tag = to_integer<int32_t>(tag_object, {"Communicator.send", "tag"});
+                const bool nonblocking = to_bool(async_op, {"Communicator.send", "async_op"});
                 lockstep_comm_t handle = c.handle();
                 Operand t = to_operand(x, false);
-                run_collective(
-                    "Communicator.send", name, stream,
-                    [&](const lockstep_call_options_t* o) { return lockstep_send(handle, t.handle, dest, tag, o); },
-                    "name");
+                auto call = [handle, tensor = t.handle, dest, tag](const lockstep_call_options_t* o,
+                                                                   lockstep_request_t* request) {
+                    return request != nullptr ? lockstep_isend(handle, tensor, dest, tag, o, request)
+                                              : lockstep_send(handle, tensor, dest, tag, o);
+                };
+                return run_or_issue(nonblocking, "Communicator.send", handle, name, stream,
+                                    pending_of(py::none(), {x}, std::move(t)), call, "name");
             },
             py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),
-            py::arg("stream") = py::none())
+            py::arg("stream") = py::none(), py::arg("async_op") = false)
         .def(
             "recv",
             [](Communicator& c, py::object x, py::object source_object, py::object tag_object, py::object name,
-               py::object stream) {
+               py::object stream, py::object async_op) -> py::object {
                 const auto source = to_integer<int32_t>(source_object, {"Communicator.recv", "source"});
                 const auto tag = to_integer<int32_t>(tag_object, {"Communicator.recv", "tag"});
+                const bool nonblocking = to_bool(async_op, {"Communicator.recv", "async_op"});
                 lockstep_comm_t handle = c.handle();
                 Operand t = to_operand(x, false);
+                if (nonblocking) {
+                    const lockstep_tensor_t target = t.handle;
+                    Pending pending = pending_of(py::none(), {x}, std::move(t));
+                    pending.kind = RequestResult::Source;
+                    return issue_request(
+                        "Communicator.recv", handle, name, stream, std::move(pending),
+                        [handle, target, source, tag](const lockstep_call_options_t* o, lockstep_request_t* request) {
+                            return lockstep_irecv(handle, target, source, tag, o, request);
+                        },
+                        "name");
+                }
                 int32_t actual = -1;
                 run_collective(
                     "Communicator.recv", name, stream,
@@ -528,10 +628,10 @@ void bind_communicator(py::module_& m) {
                         return lockstep_recv(handle, t.handle, source, tag, &actual, o);
                     },
                     "name");
-                return actual;
+                return py::int_(actual);
             },
             py::arg("x"), py::arg("source") = LOCKSTEP_ANY_SOURCE, py::arg("tag") = 0, py::kw_only(),
-            py::arg("name") = py::none(), py::arg("stream") = py::none());
+            py::arg("name") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false);
 
     m.attr("UNDEFINED_COLOR") = LOCKSTEP_UNDEFINED_COLOR;
     m.attr("ANY_SOURCE") = LOCKSTEP_ANY_SOURCE;

@@ -6,6 +6,7 @@
 
 #include "arguments.hpp"
 #include "errors.hpp"
+#include "request.hpp"
 #include "runtime.hpp"
 
 #include <cstdint>
@@ -40,6 +41,7 @@ public:
         }
         check(status);
         handle_ = nullptr;
+        release_dropped_requests(handle);  // the library has finished with the memory of its operations
     }
 
     int32_t rank() const {

@@ -14,9 +14,9 @@
 // lockstep_tensor_wrap and its Py_buffer is released by the tensor's deleter; a DLPack capsule is consumed (renamed
 // "used_dltensor[_versioned]") and lockstep calls the producer's deleter.
 //
-// This file only registers the parts, each through its header's bind_* (Tensor before Communicator, whose collectives
-// return Tensors, so that their signatures name the Python class). Every part includes pybind11/stl.h: pybind11 needs
-// the same type casters in every translation unit of a module.
+// This file only registers the parts, each through its header's bind_* (Tensor and Request before Communicator, whose
+// collectives return them, so that their signatures name the Python classes). Every part includes pybind11/stl.h:
+// pybind11 needs the same type casters in every translation unit of a module.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,6 +26,7 @@
 #include "communicator.hpp"
 #include "errors.hpp"
 #include "logging.hpp"
+#include "request.hpp"
 #include "runtime.hpp"
 #include "tensor.hpp"
 
@@ -39,6 +40,7 @@ PYBIND11_MODULE(_lockstep, m) {
     lockstep_python::bind_collective_call(m);
     lockstep_python::bind_runtime(m);
     lockstep_python::bind_tensor(m);
+    lockstep_python::bind_request(m);
     lockstep_python::bind_communicator(m);
     lockstep_python::bind_agreements(m);
     lockstep_python::bind_logging(m);

@@ -4,6 +4,7 @@
 
 #include "arguments.hpp"
 #include "errors.hpp"
+#include "request.hpp"
 
 #include <string>
 
@@ -98,6 +99,7 @@ void bind_runtime(py::module_& m) {
             py::gil_scoped_release release;
             status = lockstep_finalize();
         }
+        release_dropped_requests(nullptr);  // finalize completed or cancelled every operation
         check(status);
     });
     m.def("is_initialized", []() { return lockstep_is_initialized() != 0; });

@@ -8,6 +8,12 @@ buffer-protocol objects are wrapped without a copy, DLPack producers (torch, cup
     comm = lockstep.Communicator.world()
     x = np.ones(4, dtype=np.float32)
     comm.allreduce(x)          # x now holds the sum over every rank
+    request = comm.allreduce(x, async_op=True)   # returns at once: a lockstep.Request
+    request.wait()             # x now holds the sum again
+
+Every collective and send/recv takes async_op=True and then returns a lockstep.Request (wait, test, is_completed,
+result, source); errors of the operation are raised at its wait or test. The objects given to the call must be neither
+written (inputs) nor read (outputs) before it completed.
 
 Every status code of the C interface is one exception class below, a subclass of lockstep.Error (a RuntimeError) with
 `.status` and `.name`; its message is the library's full text (lockstep_last_error()).
@@ -25,7 +31,7 @@ import os as _os
 import sys as _sys
 
 from . import _lockstep
-from ._lockstep import Communicator, Tensor
+from ._lockstep import Communicator, Request, RequestWarning, Tensor
 
 __all__ = [
     "__version__",
@@ -44,6 +50,8 @@ __all__ = [
     "from_dlpack",
     "as_tensor",
     "Communicator",
+    "Request",
+    "RequestWarning",
     "set_trigger",
     "check_trigger",
     "find_executable_batch_size",
@@ -244,6 +252,23 @@ def _at_exit():
 
 
 _atexit.register(_at_exit)
+
+# ------------------------------------------------------------------------------------------------ non-blocking
+
+
+def _isend(self, x, dest, tag=0, *, name=None, stream=None):
+    """send(x, dest, tag, async_op=True): a lockstep.Request for the send of x to rank `dest`."""
+    return self.send(x, dest, tag, name=name, stream=stream, async_op=True)
+
+
+def _irecv(self, x, source=_lockstep.ANY_SOURCE, tag=0, *, name=None, stream=None):
+    """recv(x, source, tag, async_op=True): a lockstep.Request for a receive into x; its `source` (and result()) is
+    the sender's rank."""
+    return self.recv(x, source, tag, name=name, stream=stream, async_op=True)
+
+
+Communicator.isend = _isend
+Communicator.irecv = _irecv
 
 # ------------------------------------------------------------------------------------------------ agreements
 

@@ -53,6 +53,17 @@ def skip(name, why):
     sys.exit(0)
 
 
+def run_checks(comm, checks):
+    """Runs each check(comm, rank, size) in turn, with a barrier after each; rank 0 prints "ok: <check>"."""
+    r, n = comm.rank, comm.size
+    for check in checks:
+        check(comm, r, n)
+        comm.barrier()
+        if r == 0:
+            print(f"ok: {check.__name__}", flush=True)
+    return r, n
+
+
 def run(name, main):
     """Runs main() (which returns (rank, size)) and prints "PASS name rank r/n"; on any exception prints it and ends
     the job at once, with lockstep's abort when lockstep is running."""

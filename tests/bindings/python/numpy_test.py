@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 import lockstep
-from harness import caller_line, expect_raises, raises, run
+from harness import caller_line, expect_raises, raises, run, run_checks
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -512,28 +512,25 @@ def main():
     lockstep.init()
     comm = lockstep.Communicator.world()
     assert comm is lockstep.Communicator.world()
-    r, n = comm.rank, comm.size
-    for check in (
-        check_in_place,
-        check_dlpack_shares,
-        check_read_only,
-        check_bool_float16,
-        check_every_collective,
-        check_communicators,
-        check_errors,
-        check_gil_released,
-        check_batch_size,
-        check_conversion_rejected,
-        check_same_memory_other_views,
-        check_cache_eviction_within_a_call,
-        check_uneven_rows_differ,
-        check_point_to_point_tags,
-    ):
-        check(comm, r, n)
-        comm.barrier()
-        if r == 0:
-            print(f"ok: {check.__name__}", flush=True)
-    return r, n
+    return run_checks(
+        comm,
+        (
+            check_in_place,
+            check_dlpack_shares,
+            check_read_only,
+            check_bool_float16,
+            check_every_collective,
+            check_communicators,
+            check_errors,
+            check_gil_released,
+            check_batch_size,
+            check_conversion_rejected,
+            check_same_memory_other_views,
+            check_cache_eviction_within_a_call,
+            check_uneven_rows_differ,
+            check_point_to_point_tags,
+        ),
+    )
 
 
 if __name__ == "__main__":
