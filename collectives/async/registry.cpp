@@ -181,8 +181,8 @@ void retire_unsettled(std::uint64_t comm_id, std::string_view when) {
         }
     }
     text +=
-        "\nWait for every request (Work::wait, or test until it returns true) before its communicator is freed "
-        "and before the runtime finalizes.";
+        "\nWait for every request (its wait, or its test until it says completed) before its communicator is "
+        "freed and before the runtime finalizes.";
     get_logger("lockstep.async").warning(every_rank, "{}", text);
 }
 

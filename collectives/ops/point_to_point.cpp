@@ -21,6 +21,26 @@ void check_tag(MPI_Comm comm, int tag, const char* what, bool any_allowed = fals
     }
 }
 
+// A receive's message against the tensor it was posted with: a ShapeError when the sender sent fewer elements, or
+// bytes that are not a whole number of elements (a tensor of another dtype).
+void check_received(const char* what, const MPI_Status& status, MPI_Datatype type, int expected, const Tensor& out) {
+    int received = 0;
+    LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, type, &received));
+    if (received == expected) return;
+    std::string sent;
+    if (received == MPI_UNDEFINED) {
+        int bytes = 0;
+        LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &bytes));
+        sent = fmt::format("{} bytes, not a whole number of {} elements", bytes, dtype_name(out.dtype()));
+    } else {
+        sent = fmt::format("{} elements", received);
+    }
+    throw ShapeError(
+        fmt::format("{}: rank {} sent {} but {} expects {}; send and receive tensors of the same dtype "
+                    "and shape",
+                    what, status.MPI_SOURCE, sent, out.str(), expected));
+}
+
 }  // namespace
 
 Work Communicator::Impl::post_receive(Tensor& out, int source, int tag, const CallSite& site) {
@@ -61,18 +81,11 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");
-    int received = 0;
+    MPI_Status status;
     detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
-        MPI_Status status;
         LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), source, tag, impl_->comm, &status));
-        LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, mpi_datatype(out.dtype()), &received));
     });
-    if (received != n) {
-        throw ShapeError(
-            fmt::format("recv: rank {} sent {} elements but {} expects {}; send and receive tensors of "
-                        "the same shape",
-                        source, received, out.str(), n));
-    }
+    check_received("recv", status, mpi_datatype(out.dtype()), n, out);
     return out;
 }
 
@@ -121,14 +134,8 @@ bool progress_point_to_point(WorkState& w) {
         LOCKSTEP_MPI_CHECK(MPI_Test(&w.request, &flag, &status));
         if (flag == 0) return false;
         if (w.record.op == OpKind::Recv) {
-            int received = 0;
-            LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, w.datatype, &received));
             w.source = status.MPI_SOURCE;
-            if (received != w.expected) {
-                throw ShapeError(fmt::format(
-                    "irecv: rank {} sent {} elements but {} expects {}; send and receive tensors of the same shape",
-                    status.MPI_SOURCE, received, w.target.str(), w.expected));
-            }
+            check_received("irecv", status, w.datatype, w.expected, w.target);
             copy_back_received(w.buffer, w.target);
             w.result = w.target;
         }
@@ -149,21 +156,12 @@ int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
     const Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
     const int n = detail::checked_count(out.numel(), "recv");
-    int received = 0;
-    int source = -1;
+    MPI_Status status;
     detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
-        MPI_Status status;
         LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), MPI_ANY_SOURCE, tag, impl_->comm, &status));
-        LOCKSTEP_MPI_CHECK(MPI_Get_count(&status, mpi_datatype(out.dtype()), &received));
-        source = status.MPI_SOURCE;
     });
-    if (received != n) {
-        throw ShapeError(
-            fmt::format("recv: rank {} sent {} elements but {} expects {}; send and receive tensors of "
-                        "the same shape",
-                        source, received, out.str(), n));
-    }
-    return source;
+    check_received("recv", status, mpi_datatype(out.dtype()), n, out);
+    return status.MPI_SOURCE;
 }
 
 }  // namespace lockstep

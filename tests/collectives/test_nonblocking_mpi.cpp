@@ -381,3 +381,19 @@ BOOST_AUTO_TEST_CASE(requests_never_waited_for_are_named_when_the_communicator_i
         }
     }
 }
+
+BOOST_AUTO_TEST_CASE(a_message_of_another_dtype_is_a_clear_error_at_wait) {
+    // 3 float32 (12 bytes) into a receive of 2 float64: not a whole number of elements.
+    const int right = (R() + 1) % N();
+    const int left = (R() + N() - 1) % N();
+    Tensor in = Tensor::zeros({2}, DType::Float64);
+    Work r = comm().irecv(in, left, 21);
+    comm().isend(Tensor::ones({3}), right, 21).wait();
+    try {
+        r.wait();
+        BOOST_FAIL("no ShapeError");
+    } catch (const ShapeError& e) {
+        BOOST_TEST(std::string(e.what()).find("12 bytes, not a whole number of float64 elements") != std::string::npos,
+                   e.what());
+    }
+}
