@@ -140,7 +140,8 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
 
 Communicator::Impl::~Impl() {
     if (async != nullptr) {
-        async.reset();  // runs what is queued: every rank's queue holds the same collectives
+        async->shutdown();  // runs what is queued (every rank's queue holds the same collectives), joins the thread
+        async.reset();
     }
     detail::retire_unsettled(id, fmt::format("a communicator (id {}) was freed", id));
     int finalized = 0;

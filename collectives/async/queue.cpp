@@ -17,6 +17,11 @@ AsyncQueue::AsyncQueue(Communicator view, void (*release_view)(Communicator&), b
 }
 
 AsyncQueue::~AsyncQueue() {
+    shutdown();
+    release_view_(view_);
+}
+
+void AsyncQueue::shutdown() {
     forget_queue(this);
     drain();
     {
@@ -25,7 +30,6 @@ AsyncQueue::~AsyncQueue() {
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
-    release_view_(view_);
 }
 
 void AsyncQueue::submit(std::shared_ptr<WorkState> state) {

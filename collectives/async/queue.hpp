@@ -28,7 +28,10 @@ public:
     // `view` refers to the communicator's Impl without owning it; `release_view` gives up that reference when the
     // queue goes (the Impl outlives its queue).
     AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded);
-    ~AsyncQueue();  // drains, then stops the thread
+    ~AsyncQueue();  // shutdown()
+    // Runs what is queued, then stops the thread (idempotent): the communicator calls it while its pointer to the
+    // queue is still intact, since the collectives that run meanwhile read it.
+    void shutdown();
     AsyncQueue(const AsyncQueue&) = delete;
     AsyncQueue& operator=(const AsyncQueue&) = delete;
 
