@@ -167,12 +167,9 @@ detail::AsyncQueue& Communicator::Impl::queue() {
 std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::CallInfo& call) {
     auto w = std::make_shared<detail::WorkState>();
     w->id = detail::next_work_id();
-    w->comm_id = id;
-    w->comm_size = size;
     w->record = detail::board_record(call, 0);
     w->record.comm_id = id;
     w->record.timeout = timeout;
-    w->collective = !detail::traits(call.op).point_to_point;
     w->issued = std::chrono::steady_clock::now();
     w->debug = debug;
     w->step = step;

@@ -27,7 +27,7 @@ void WorkState::complete(std::exception_ptr failure) {
 const char* WorkState::phase_text() const noexcept {
     switch (phase.load(std::memory_order_acquire)) {
         case WorkPhase::Queued:
-            return collective ? "queued, not started" : "posted, not matched yet";
+            return collective() ? "queued, not started" : "posted, not matched yet";
         case WorkPhase::Running:
             return "running";
         case WorkPhase::Done:
@@ -41,7 +41,7 @@ std::string WorkState::text() const {
 }
 
 std::string WorkState::what() const {
-    if (!collective) return record_text(record);
+    if (!collective()) return record_text(record);
     // A collective has no call number until it runs.
     CallRecord r = record;
     r.sequence = 0;
@@ -157,7 +157,7 @@ void retire_unsettled(std::uint64_t comm_id, std::string_view when) {
         Registry& r = registry();
         std::scoped_lock lock(r.mutex);
         for (auto it = r.works.begin(); it != r.works.end();) {
-            if (comm_id == 0 || it->second->comm_id == comm_id) {
+            if (comm_id == 0 || it->second->record.comm_id == comm_id) {
                 left.push_back(std::move(it->second));
                 it = r.works.erase(it);
             } else {
@@ -175,7 +175,7 @@ void retire_unsettled(std::uint64_t comm_id, std::string_view when) {
         text += fmt::format("\n  - {} ({}", w->text(), w->phase_text());
         if (w->done() && w->error != nullptr) text += ": " + error_text(w->error);
         text += w->dropped.load() ? "; its last handle was dropped without a wait)" : ")";
-        if (!w->collective && !w->done() && finalized == 0) {
+        if (!w->collective() && !w->done() && finalized == 0) {
             cancel(w);
             text += w->done() ? "; cancelled" : "; MPI could not cancel it";
         }
@@ -195,9 +195,9 @@ nlohmann::json requests_json() {
         list.push_back({{"id", id},
                         {"op", w->what()},
                         {"site", w->site()},
-                        {"comm", w->comm_id},
+                        {"comm", w->record.comm_id},
                         {"state", w->phase_text()},
-                        {"collective", w->collective},
+                        {"collective", w->collective()},
                         {"waiting", w->waiting.load(std::memory_order_relaxed) > 0},
                         {"dropped", w->dropped.load(std::memory_order_relaxed)},
                         {"seconds", std::chrono::duration<double>(now - w->issued).count()}});

@@ -35,7 +35,7 @@ void observe(detail::WorkState& state) {
 // Makes progress on `state` until it completes or `deadline` passes; true when complete.
 bool progress(detail::WorkState& state, std::chrono::steady_clock::time_point deadline) {
     if (state.done()) return true;
-    if (state.collective) return state.queue->run_through(state, deadline);
+    if (state.collective()) return state.queue->run_through(state, deadline);
     // A send or receive: MPI_Test until it completes, yielding in between; the communicator's board shows the call
     // while a thread waits in it, so that the watchdog reports a peer that never answers like a stuck recv.
     struct Shown {
@@ -124,7 +124,7 @@ bool Work::wait_for(std::chrono::duration<double> timeout) {
 bool Work::test() {
     detail::WorkState& s = checked(state_, "test");
     if (!s.done()) {
-        if (s.collective) {
+        if (s.collective()) {
             // With a progress thread, test never blocks; without one it runs the queue up to this operation.
             if (s.queue->threaded()) return false;
             s.queue->run_through(s, std::chrono::steady_clock::time_point::max());

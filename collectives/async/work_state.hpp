@@ -34,11 +34,8 @@ enum class WorkPhase : int { Queued, Running, Done };
 struct WorkState {
     // Fixed when issued.
     std::uint64_t id = 0;
-    std::uint64_t comm_id = 0;
-    int comm_size = 0;
-    CallRecord record;  // op, dtype, shape and call site, as the boards keep them
+    CallRecord record;  // op, dtype, shape, call site and communicator, as the boards keep them
     std::chrono::steady_clock::time_point issued;
-    bool collective = true;
     bool debug = false;  // the communicator's debug mode and step when issued: the signature carries them
     std::uint64_t step = 0;
 
@@ -69,6 +66,7 @@ struct WorkState {
     std::atomic<int> waiting{0};
     std::atomic<bool> dropped{false};
 
+    [[nodiscard]] bool collective() const noexcept { return !record.point_to_point(); }
     [[nodiscard]] bool done() const noexcept { return phase.load(std::memory_order_acquire) == WorkPhase::Done; }
     // Publishes the outcome and wakes the waiters.
     void complete(std::exception_ptr failure);

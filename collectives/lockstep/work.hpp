@@ -59,8 +59,7 @@ public:
     // "request #3: lockstep::allreduce float32[1024] issued at train.cpp:88 (queued|running|completed|failed)"
     [[nodiscard]] std::string describe() const;
 
-    // For the layers above (the C and Python interfaces): the shared state, and a Work made from it.
-    [[nodiscard]] const std::shared_ptr<detail::WorkState>& state() const noexcept { return state_; }
+    // A handle of an operation the communicator issued (collectives/async/work_state.hpp).
     explicit Work(std::shared_ptr<detail::WorkState> state) noexcept;
 
 private:
