@@ -134,6 +134,7 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     if (timeout > 0.0) {
         board = boards.collectives;
         p2p_board = boards.point_to_point;
+        if (shm != nullptr) shm->watched = true;
     }
     detail::attach_wait_counter(&wait_ticks);
 }
@@ -188,7 +189,13 @@ Work Communicator::Impl::submit(const detail::CallInfo& call,
 
 void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error) {
     ++signature_checks;
-    mpi(detail::allgather_fixed(mine, exchanged, control, size), "MPI_Allgather");
+    if (detail::ShmGroup* group = shm_for(0);
+        group != nullptr && (exchanged.resize(static_cast<std::size_t>(size)),
+                             group->allgather_record(&mine, sizeof mine, exchanged.data()))) {
+        // through the node's arena (shm_group.hpp)
+    } else {
+        mpi(detail::allgather_fixed(mine, exchanged, control, size), "MPI_Allgather");
+    }
     if (detail::wire_signatures_agree(exchanged)) return;
     std::vector<Signature> sigs;
     sigs.reserve(exchanged.size());
@@ -261,6 +268,8 @@ CommunicatorStats Communicator::stats() const noexcept {
     if (impl_->shm != nullptr) {
         s.shm_calls = impl_->shm->calls;
         s.hierarchical_calls = impl_->shm->hierarchical_calls;
+        s.small_calls = impl_->shm->small_calls;
+        s.shm_exchanges = impl_->shm->exchanges;
     }
     return s;
 }

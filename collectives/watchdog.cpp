@@ -27,6 +27,10 @@ void Watchdog::label_communicator(std::uint64_t comm_id, std::string label) {
     if (auto it = state_->registered.find(comm_id); it != state_->registered.end()) it->second.label = std::move(label);
 }
 
+void Watchdog::report_now() noexcept {
+    state_->nudged = true;
+}
+
 void Watchdog::set_phase(std::string phase) {
     std::scoped_lock lock(state_->registry_mutex);
     state_->phase = std::move(phase);

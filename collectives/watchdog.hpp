@@ -47,6 +47,9 @@ public:
     void label_communicator(std::uint64_t comm_id, std::string label);
     // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
     void set_phase(std::string phase);
+    // This process's call in flight is known to be stuck (its processes met different calls): report it at the next
+    // check, without waiting for its timeout.
+    void report_now() noexcept;
 
     // The report text for a stuck record, asking every member of its communicator (used by the thread; public for
     // tests that want the text without ending the job).

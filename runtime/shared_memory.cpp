@@ -69,6 +69,7 @@ struct ArenaState {
     bool set_up = false;
     ShmMode mode = ShmMode::Auto;
     std::size_t threshold = 0;
+    std::size_t small_max = 0;
     std::byte* base = nullptr;  // the whole object, in this process
     std::size_t total = 0;
     std::size_t segment = 0;
@@ -133,6 +134,7 @@ void setup_arena(MPI_Comm local_comm, const Config& config) {
     a.set_up = true;
     a.mode = config.shm;
     a.threshold = config.shm_threshold;
+    a.small_max = config.shm_small_max;
     LOCKSTEP_MPI_CHECK(MPI_Comm_rank(local_comm, &a.local_index));
     LOCKSTEP_MPI_CHECK(MPI_Comm_size(local_comm, &a.local_size));
 
@@ -258,6 +260,10 @@ bool arena_active() noexcept {
 
 std::size_t arena_threshold() noexcept {
     return state().threshold;
+}
+
+std::size_t arena_small_max() noexcept {
+    return state().small_max;
 }
 
 void* arena_allocate(std::size_t bytes) noexcept {

@@ -45,6 +45,8 @@ struct CommunicatorStats {
     double wait_seconds = 0.0;             // wall time spent inside collectives
     std::uint64_t shm_calls = 0;           // collectives that moved their data through the shared-memory arena
     std::uint64_t hierarchical_calls = 0;  // of those, the ones that spanned nodes (arena, MPI between nodes, arena)
+    std::uint64_t small_calls = 0;         // of those, the ones through the small-message path (shm_small_max)
+    std::uint64_t shm_exchanges = 0;       // debug mode's signature exchanges through the arena (not MPI)
 };
 
 class LOCKSTEP_API Communicator {

@@ -5,7 +5,10 @@
 namespace lockstep {
 
 void Communicator::barrier(CallSite site) {
-    impl_->run({.op = OpKind::Barrier, .site = site}, [&] { impl_->mpi(MPI_Barrier(impl_->comm), "MPI_Barrier"); });
+    impl_->run({.op = OpKind::Barrier, .site = site}, [&] {
+        if (detail::ShmGroup* shm = impl_->shm_for(0); shm != nullptr && shm->barrier_call()) return;
+        impl_->mpi(MPI_Barrier(impl_->comm), "MPI_Barrier");
+    });
 }
 
 }  // namespace lockstep

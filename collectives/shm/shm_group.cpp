@@ -4,8 +4,10 @@
 #include "shm_group.hpp"
 
 #include "../operation_table.hpp"
+#include "../watchdog.hpp"
 
 #include <lockstep/errors.hpp>
+#include <lockstep/kernels.hpp>
 #include <lockstep/internal/arena.hpp>
 #include <lockstep/runtime.hpp>
 
@@ -32,11 +34,14 @@ namespace lockstep::detail {
 
 namespace {
 
-// A control line takes one block of the segment (the allocator's granule) and is never given back: a slow peer may
-// still be waiting on its counter, or reading the descriptor of the communicator's last call, when this process has
-// freed the communicator, and a reused line would be overwritten under it. 512 bytes per communicator ever created.
-constexpr std::size_t line_bytes = 512;
-static_assert(sizeof(ShmLine) <= line_bytes);
+// A control line and its two slots take one block of the segment and are never given back: a slow peer may still be
+// waiting on its counter, or reading the descriptor or slot of the communicator's last call, when this process has
+// freed the communicator, and a reused block would be overwritten under it. 32.5 KiB per communicator ever created.
+constexpr std::size_t slots_at = (sizeof(ShmLine) + 63) / 64 * 64;
+constexpr std::size_t line_bytes = (slots_at + 2 * shm_slot_bytes + 511) / 512 * 512;
+
+// The op value of debug mode's signature exchange in a descriptor (not a row of the operation table).
+constexpr std::uint8_t signature_exchange = 0xfe;
 
 void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -188,6 +193,7 @@ ShmJoin prepare_shm_join(bool enabled) {
     ShmJoin join;
     join.enabled = enabled ? 1 : 0;
     join.threshold = arena_threshold();
+    join.small_max = arena_small_max();
     if (!arena_active()) return join;
     void* line = arena_allocate(line_bytes);
     if (line == nullptr) return join;  // a full segment: this communicator goes without
@@ -229,11 +235,14 @@ std::unique_ptr<ShmGroup> ShmGroup::create(MPI_Comm comm, int rank, const std::v
     group->mine_ = group->lines_[static_cast<std::size_t>(group->index_)];
     group->mpi_calls_ = mpi_calls;
     group->enabled = true;
+    group->small_max_ = all.front().small_max;
     for (const ShmJoin& j : all) {
         group->threshold_ = std::max<std::size_t>(group->threshold_, j.threshold);
+        group->small_max_ = std::min<std::size_t>(group->small_max_, j.small_max);
         group->enabled = group->enabled && j.enabled != 0;
     }
     group->count_ = group->mine_->count.load(std::memory_order_relaxed);
+    group->confirmed_ = group->count_;  // a new line: every peer's count starts where this one does
     if (nodes.size() > 1) {
         LOCKSTEP_MPI_CHECK(MPI_Comm_split(comm, group->index_, rank, &group->cross_));
         LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(group->cross_, MPI_ERRORS_RETURN));
@@ -256,42 +265,78 @@ void ShmGroup::mpi(int rc, const char* call) {
     check_mpi(rc, call);
 }
 
-void ShmGroup::barrier() {
+std::uint32_t ShmGroup::arrive() {
     const std::uint32_t target = ++count_;
     mine_->count.store(target, std::memory_order_seq_cst);
     if (mine_->waiters.load(std::memory_order_seq_cst) != 0) {
         (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&mine_->count), FUTEX_WAKE, INT_MAX, nullptr,
                         nullptr, 0);
     }
+    return target;
+}
+
+void ShmGroup::wait_all(std::uint32_t target) {
+    if (reached(confirmed_, target)) return;
     for (ShmLine* line : lines_) {
         if (line != mine_) wait_for(*line, target, spin_);
     }
+    confirmed_ = target;
 }
 
-bool ShmGroup::publish(const ShmDescriptor& mine) {
-    ++parity_;
+void ShmGroup::ready_to_write() {
+    wait_all(count_);  // nothing to wait for after a round that every process waited for
+}
+
+std::uint32_t ShmGroup::post(const ShmDescriptor& mine) {
+    ready_to_write();
+    parity_ = count_ + 1u;
     mine_->descriptors[parity_ & 1] = mine;
-    barrier();
-    const auto same_call = [&](const ShmDescriptor& d) {
-        return d.op == mine.op && d.reduce_op == mine.reduce_op && d.dtype == mine.dtype && d.root == mine.root &&
-               d.bytes == mine.bytes;
-    };
+    return arrive();
+}
+
+void ShmGroup::barrier() {
+    wait_all(arrive());
+}
+
+namespace {
+bool same_call(const ShmDescriptor& a, const ShmDescriptor& b) noexcept {
+    return a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype && a.root == b.root && a.bytes == b.bytes;
+}
+}  // namespace
+
+bool ShmGroup::publish(const ShmDescriptor& mine, bool small) {
+    wait_all(post(mine));
     bool eligible = true;
     bool agree = true;
     for (int m = 0; m < members_; ++m) {
         const ShmDescriptor& d = descriptor_of(m);
         eligible = eligible && d.eligible != 0;
-        agree = agree && same_call(d);
+        agree = agree && same_call(d, mine);
     }
-    if (!agree) throw_mismatch();
+    if (!agree) mismatch(small);
     return eligible;
 }
 
-void ShmGroup::throw_mismatch() const {
-    // Every process reads the same descriptors, so every process throws the same text.
+void ShmGroup::mismatch(bool small, int member) const {
+    if (small && watched) {
+        // As on the MPI path: this process stays in the call, which the watchdog reports now rather than at its
+        // timeout (every process's call and source line), and then ends the job.
+        Watchdog::instance().report_now();
+        for (;;) ::pause();
+    }
+    throw_mismatch(member);
+}
+
+void ShmGroup::throw_mismatch(int member) const {
+    // Every process that read the same descriptors throws the same text.
     std::string calls;
     for (int m = 0; m < members_; ++m) {
+        if (member >= 0 && m != member && m != index_) continue;
         const ShmDescriptor& d = descriptor_of(m);
+        if (d.op == signature_exchange) {
+            calls += fmt::format("  process {}: debug mode's signature exchange\n", m);
+            continue;
+        }
         const auto op = static_cast<OpKind>(d.op);
         std::string what = fmt::format("{} {}", op_name(op), dtype_name(static_cast<DType>(d.dtype)));
         if (op == OpKind::Allreduce || op == OpKind::Reduce || op == OpKind::ReduceScatter) {
@@ -312,6 +357,8 @@ const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
 }
 
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+    if (small(in.nbytes())) return small_allreduce(in, out, op);
+    if (!arena(in.nbytes())) return false;
     // A slice between nodes travels with an MPI count (an int).
     if (spans_nodes() && in.numel() / members_ >= INT_MAX) return false;
     const auto in_at = place(in);
@@ -371,7 +418,8 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
 }
 
 bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
-    if (spans_nodes()) return false;
+    if (small(in.nbytes())) return small_reduce_scatter(in, out, op);
+    if (spans_nodes() || !arena(in.nbytes())) return false;
     const auto in_at = place(in);
     const ShmDescriptor d = describe(OpKind::ReduceScatter, in, in_at, 0, in_at && out.device().is_cpu(), op);
     if (!publish(d)) return false;
@@ -389,7 +437,8 @@ bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) 
 }
 
 bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
-    if (spans_nodes()) return false;
+    if (small(out.nbytes())) return small_allgather(in, out);
+    if (spans_nodes() || !arena(in.nbytes())) return false;
     const auto in_at = place(in);
     const ShmDescriptor d = describe(OpKind::Allgather, in, in_at, 0, in_at && out.device().is_cpu());
     if (!publish(d)) return false;
@@ -406,7 +455,8 @@ bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
 }
 
 bool ShmGroup::broadcast(const Tensor& t, int root) {
-    if (spans_nodes()) return false;
+    if (small(t.nbytes())) return small_broadcast(t, root);
+    if (spans_nodes() || !arena(t.nbytes())) return false;
     const bool is_root = index_ == root;
     const auto at = place(t);
     const bool eligible = t.device().is_cpu() && (!is_root || at);
@@ -419,7 +469,8 @@ bool ShmGroup::broadcast(const Tensor& t, int root) {
 }
 
 bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root) {
-    if (spans_nodes()) return false;
+    if (small(in.nbytes())) return small_reduce(in, out, op, root);
+    if (spans_nodes() || !arena(in.nbytes())) return false;
     const bool is_root = index_ == root;
     const auto in_at = place(in);
     const auto out_at = is_root && out != nullptr ? place(*out) : std::nullopt;
@@ -437,6 +488,211 @@ bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root
     if (hi > lo) reduce_into(in.dtype(), sources_.data(), members_, target, 1, hi - lo, op);
     barrier();
     ++calls;
+    return true;
+}
+
+// The small-message path: a call goes in rounds of at most a slot per process. In each round a process that has
+// something to hand over copies it into its slot for the round's parity, writes its descriptor and moves its count to
+// the round (one store; no MPI call, no lock), then waits for the processes it reads from: every one for allreduce,
+// allgather, reduce_scatter and barrier, only the root for a broadcast's other processes, every one for a reduce's
+// root, none for a broadcast's root or a reduce's other processes (these return at once, as MPI's small messages
+// do). A slot or descriptor of round k is written again at round k + 2 only, once every peer has reached round k + 1:
+// by then each has finished reading round k (ready_to_write). Whoever reads a descriptor checks it against its own.
+
+std::byte* ShmGroup::next_slot() const noexcept {
+    return reinterpret_cast<std::byte*>(mine_) + slots_at + ((count_ + 1u) & 1u) * shm_slot_bytes;
+}
+
+const std::byte* ShmGroup::slot_of(int member) const noexcept {
+    return reinterpret_cast<const std::byte*>(lines_[static_cast<std::size_t>(member)]) + slots_at +
+           (parity_ & 1) * shm_slot_bytes;
+}
+
+bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+    const bool eligible = in.device().is_cpu() && out.device().is_cpu();
+    const ShmDescriptor d = describe(OpKind::Allreduce, in, std::nullopt, 0, eligible, op);
+    const std::size_t element = dtype_size(in.dtype());
+    const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element);
+    const auto* src = static_cast<const std::byte*>(in.data());
+    auto* dst = static_cast<std::byte*>(out.data());
+    const std::int64_t count = in.numel();
+    std::int64_t at = 0;
+    do {
+        const std::int64_t len = std::min(per_round, count - at);
+        const std::size_t offset = static_cast<std::size_t>(at) * element;
+        ready_to_write();
+        if (eligible && len > 0) std::memcpy(next_slot(), src + offset, static_cast<std::size_t>(len) * element);
+        if (!publish(d, true)) return false;  // only ever in the first round: eligibility is the call's
+        // Every process reduces every element, in the order of the processes: the same bits everywhere.
+        for (int m = 0; m < members_; ++m) sources_[static_cast<std::size_t>(m)] = slot_of(m);
+        std::byte* const target[] = {dst + offset};
+        if (len > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
+        at += len;
+    } while (at < count);
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+bool ShmGroup::small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+    const bool eligible = in.device().is_cpu() && out.device().is_cpu();
+    const ShmDescriptor d = describe(OpKind::ReduceScatter, in, std::nullopt, 0, eligible, op);
+    const std::size_t element = dtype_size(in.dtype());
+    // Each round carries the same stretch of every process's block: members x len elements per slot.
+    const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element / static_cast<std::size_t>(members_));
+    const auto* src = static_cast<const std::byte*>(in.data());
+    auto* dst = static_cast<std::byte*>(out.data());
+    const std::int64_t block = out.numel();
+    std::int64_t at = 0;
+    do {
+        const std::int64_t len = std::min(per_round, block - at);
+        const std::size_t stretch = static_cast<std::size_t>(len) * element;
+        ready_to_write();
+        if (eligible && len > 0) {
+            std::byte* slot = next_slot();
+            for (int m = 0; m < members_; ++m) {
+                std::memcpy(slot + stretch * static_cast<std::size_t>(m),
+                            src + static_cast<std::size_t>(block * m + at) * element, stretch);
+            }
+        }
+        if (!publish(d, true)) return false;
+        if (len > 0) {
+            for (int m = 0; m < members_; ++m) {
+                sources_[static_cast<std::size_t>(m)] = slot_of(m) + stretch * static_cast<std::size_t>(index_);
+            }
+            std::byte* const target[] = {dst + static_cast<std::size_t>(at) * element};
+            reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
+        }
+        at += len;
+    } while (at < block);
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+bool ShmGroup::small_allgather(const Tensor& in, const Tensor& out) {
+    const bool eligible = in.device().is_cpu() && out.device().is_cpu();
+    const ShmDescriptor d = describe(OpKind::Allgather, in, std::nullopt, 0, eligible);
+    const auto* src = static_cast<const std::byte*>(in.data());
+    auto* dst = static_cast<std::byte*>(out.data());
+    const std::size_t total = in.nbytes();
+    std::size_t at = 0;
+    do {
+        const std::size_t len = std::min(shm_slot_bytes, total - at);
+        ready_to_write();
+        if (eligible && len > 0) std::memcpy(next_slot(), src + at, len);
+        if (!publish(d, true)) return false;
+        if (len > 0) {
+            for (int m = 0; m < members_; ++m) {
+                std::memcpy(dst + total * static_cast<std::size_t>(m) + at, slot_of(m), len);
+            }
+        }
+        at += len;
+    } while (at < total);
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+// No process waits for the others' agreement here, so every process takes this path whatever its tensor's device: a
+// device tensor goes through a host copy.
+bool ShmGroup::small_broadcast(const Tensor& t, int root) {
+    const bool is_root = index_ == root;
+    const bool host_tensor = t.device().is_cpu();
+    Tensor host = t;
+    if (!host_tensor) host = is_root ? t.to(Device::cpu()) : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+    const ShmDescriptor d = describe(OpKind::Broadcast, t, std::nullopt, 0, true, ReduceOp::Sum, root);
+    auto* data = static_cast<std::byte*>(host.data());
+    const std::size_t total = t.nbytes();
+    std::size_t at = 0;
+    do {
+        const std::size_t len = std::min(shm_slot_bytes, total - at);
+        ready_to_write();
+        if (is_root && len > 0) std::memcpy(next_slot(), data + at, len);
+        const std::uint32_t round = post(d);
+        if (!is_root) {
+            wait_for(*lines_[static_cast<std::size_t>(root)], round, spin_);
+            if (!same_call(descriptor_of(root), d)) mismatch(true, root);
+            if (len > 0) std::memcpy(data + at, slot_of(root), len);
+        }
+        at += len;
+    } while (at < total);
+    if (!is_root && !host_tensor) {
+        Tensor target = t;
+        ops::copy_(target, host);
+    }
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+bool ShmGroup::small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root) {
+    const bool is_root = index_ == root;
+    if (is_root && out == nullptr) return false;  // (the root always has one)
+    const Tensor host_in = in.device().is_cpu() ? in : in.to(Device::cpu());
+    Tensor host_out;
+    if (is_root) host_out = out->device().is_cpu() ? *out : Tensor::empty(out->shape(), out->dtype(), Device::cpu());
+    const ShmDescriptor d = describe(OpKind::Reduce, in, std::nullopt, 0, true, op, root);
+    const std::size_t element = dtype_size(in.dtype());
+    const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element);
+    const auto* src = static_cast<const std::byte*>(host_in.data());
+    const std::int64_t count = in.numel();
+    std::int64_t at = 0;
+    do {
+        const std::int64_t len = std::min(per_round, count - at);
+        const std::size_t offset = static_cast<std::size_t>(at) * element;
+        ready_to_write();
+        if (!is_root && len > 0) std::memcpy(next_slot(), src + offset, static_cast<std::size_t>(len) * element);
+        const std::uint32_t round = post(d);
+        if (is_root) {
+            wait_all(round);
+            for (int m = 0; m < members_; ++m) {
+                if (!same_call(descriptor_of(m), d)) mismatch(true);
+                sources_[static_cast<std::size_t>(m)] = m == index_ ? src + offset : slot_of(m);
+            }
+            std::byte* const target[] = {static_cast<std::byte*>(host_out.data()) + offset};
+            if (len > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
+        }
+        at += len;
+    } while (at < count);
+    if (is_root && !out->device().is_cpu()) {
+        Tensor target = *out;
+        ops::copy_(target, host_out);
+    }
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+bool ShmGroup::barrier_call() {
+    if (!small(0)) return false;
+    ShmDescriptor d;
+    d.eligible = 1;
+    d.op = static_cast<std::uint8_t>(OpKind::Barrier);
+    publish(d, true);
+    ++calls;
+    ++small_calls;
+    return true;
+}
+
+bool ShmGroup::allgather_record(const void* mine, std::size_t bytes, void* all) {
+    if (!small(0)) return false;
+    ShmDescriptor d;
+    d.bytes = bytes;
+    d.eligible = 1;
+    d.op = signature_exchange;
+    const auto* src = static_cast<const std::byte*>(mine);
+    auto* dst = static_cast<std::byte*>(all);
+    std::size_t at = 0;
+    do {
+        const std::size_t len = std::min(shm_slot_bytes, bytes - at);
+        ready_to_write();
+        std::memcpy(next_slot(), src + at, len);
+        publish(d, true);
+        for (int m = 0; m < members_; ++m) std::memcpy(dst + bytes * static_cast<std::size_t>(m) + at, slot_of(m), len);
+        at += len;
+    } while (at < bytes);
+    ++exchanges;
     return true;
 }
 

@@ -53,6 +53,9 @@ struct alignas(64) ShmLine {
     ShmDescriptor descriptors[2];  // by the parity of the call
 };
 
+// The bytes a process can hand over per round of the small-message path, per parity: its two slots follow its line.
+inline constexpr std::size_t shm_slot_bytes = std::size_t{16} << 10;
+
 // What each process brings to a communicator when it joins (part of the join record).
 struct ShmJoin {
     std::uint64_t arena_id = 0;   // 0: no arena on this process
@@ -60,6 +63,7 @@ struct ShmJoin {
     std::uint64_t threshold = 0;  // its shm_threshold
     std::int32_t enabled = 0;     // its CommunicatorOptions::shared_memory (default on)
     std::int32_t unused = 0;
+    std::uint64_t small_max = 0;  // its shm_small_max
 };
 
 // This process's join: a control line for the communicator about to be created, allocated in its own segment (an
@@ -77,8 +81,16 @@ public:
     ShmGroup(const ShmGroup&) = delete;
     ShmGroup& operator=(const ShmGroup&) = delete;
 
-    // Whether a call of `bytes` reaches the group: the same answer on every process of a valid call.
-    [[nodiscard]] bool reaches(std::size_t bytes) const noexcept { return enabled && bytes >= threshold_; }
+    // Whether a call of `bytes` reaches the group, through the small-message path or the arena: the same answer on
+    // every process of a valid call.
+    [[nodiscard]] bool reaches(std::size_t bytes) const noexcept {
+        return enabled && (bytes >= threshold_ || small(bytes));
+    }
+    // Whether a call of `bytes` (the op's whole buffer: the output of an allgather) takes the small-message path.
+    [[nodiscard]] bool small(std::size_t bytes) const noexcept {
+        return small_max_ != 0 && bytes <= small_max_ && !spans_nodes();
+    }
+    [[nodiscard]] bool arena(std::size_t bytes) const noexcept { return bytes >= threshold_; }
     [[nodiscard]] bool spans_nodes() const noexcept { return cross_ != MPI_COMM_NULL; }
 
     // Each returns false, having moved no data, when the call takes the MPI path (every process alike). `in` and
@@ -88,21 +100,47 @@ public:
     bool allgather(const Tensor& in, const Tensor& out);
     bool broadcast(const Tensor& t, int root);
     bool reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root);
+    bool barrier_call();
+    // Debug mode's signature exchange on a node: every process's `bytes` of `mine`, in rank order, into `all`
+    // (members x bytes). False when the group spans nodes (the caller uses MPI).
+    bool allgather_record(const void* mine, std::size_t bytes, void* all);
 
     bool enabled = true;
-    std::uint64_t calls = 0;               // through the arena
+    // The communicator has a watchdog timeout: processes that meet different calls on the small-message path wait for
+    // its report (which names every process's call and source line, at once), as on the MPI path, instead of throwing.
+    bool watched = false;
+    std::uint64_t calls = 0;               // through the arena (either path)
+    std::uint64_t small_calls = 0;         // of those, through the small-message path
     std::uint64_t hierarchical_calls = 0;  // of those, across nodes
+    std::uint64_t exchanges = 0;           // allgather_record calls (not in `calls`)
 
 private:
     ShmGroup() = default;
     // Publishes `mine` and passes a barrier; true when every process of the node's group is eligible. Processes that
     // describe different calls (another op, root, reduce op, dtype or size: a mismatch debug mode would have caught
     // before) all throw the same DistributedOperationError naming each one's call, instead of pairing them.
-    bool publish(const ShmDescriptor& mine);
+    bool publish(const ShmDescriptor& mine, bool small = false);
     void barrier();
-    [[noreturn]] void throw_mismatch() const;
+    // The rounds' parts: before this process writes its descriptor or slot for the next round, every peer has reached
+    // the current one (so it has finished reading what this process wrote two rounds ago); arrive() moves this
+    // process's count to the next round (waking its sleepers) and returns it; post() writes the descriptor and arrives.
+    void ready_to_write();
+    std::uint32_t arrive();
+    std::uint32_t post(const ShmDescriptor& mine);
+    void wait_all(std::uint32_t target);
+    // Different calls met (members: the processes whose descriptors this process read, all when empty).
+    [[noreturn]] void mismatch(bool small, int member = -1) const;
+    [[noreturn]] void throw_mismatch(int member = -1) const;
     [[nodiscard]] const ShmDescriptor& descriptor_of(int member) const noexcept;
     void mpi(int rc, const char* call);
+    // The small-message path: this process's slot for the next round, and a peer's slot of the round just passed.
+    [[nodiscard]] std::byte* next_slot() const noexcept;
+    [[nodiscard]] const std::byte* slot_of(int member) const noexcept;
+    bool small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op);
+    bool small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op);
+    bool small_allgather(const Tensor& in, const Tensor& out);
+    bool small_broadcast(const Tensor& t, int root);
+    bool small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root);
 
     std::vector<ShmLine*> lines_;  // the node group's lines, by index in the group
     ShmLine* mine_ = nullptr;
@@ -110,8 +148,10 @@ private:
     int members_ = 1;
     bool spin_ = true;  // a core for each process of the node: spin briefly before yielding
     std::size_t threshold_ = 0;
+    std::size_t small_max_ = 0;  // the smallest shm_small_max of the group's processes
     std::uint32_t count_ = 0;
-    std::uint64_t parity_ = 0;
+    std::uint32_t confirmed_ = 0;  // every peer has reached this round
+    std::uint64_t parity_ = 0;      // the round whose descriptors and slots are read
     MPI_Comm cross_ = MPI_COMM_NULL;  // the processes with this index on every node (spanning nodes only)
     int cross_rank_ = 0;              // this process's rank in cross_ (0: the first node's)
     std::uint64_t* mpi_calls_ = nullptr;

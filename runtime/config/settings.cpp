@@ -86,6 +86,8 @@ constexpr std::array table = {
                                                                                         env_names::shm_arena_size),
     setting<&Config::shm_threshold, shm_threshold_kind, &ConfigOverrides::shm_threshold>("shm_threshold",
                                                                                          env_names::shm_threshold),
+    setting<&Config::shm_small_max, shm_small_max_kind, &ConfigOverrides::shm_small_max>("shm_small_max",
+                                                                                         env_names::shm_small_max),
     setting<&Config::progress_thread, boolean_kind, &ConfigOverrides::progress_thread>("progress_thread",
                                                                                        env_names::progress_thread),
     setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),

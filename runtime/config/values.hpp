@@ -173,4 +173,8 @@ inline constexpr Kind<std::size_t> shm_threshold_kind{
     "a threshold size", "a size such as 64KiB or 1MiB, or a plain number of bytes (0: every host block)", read_bytes,
     nullptr, show_bytes};
 
+inline constexpr Kind<std::size_t> shm_small_max_kind{
+    "a small-message size", "a size such as 16KiB or 32KiB, or a plain number of bytes (0: no small-message path)",
+    read_bytes, nullptr, show_bytes};
+
 }  // namespace lockstep::config_detail

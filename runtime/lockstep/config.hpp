@@ -50,6 +50,7 @@ struct ConfigOverrides {
     std::optional<ShmMode> shm;
     std::optional<std::size_t> shm_arena_size;  // bytes per process
     std::optional<std::size_t> shm_threshold;   // bytes
+    std::optional<std::size_t> shm_small_max;   // bytes
     std::optional<bool> progress_thread;
 };
 
@@ -82,6 +83,9 @@ struct LOCKSTEP_API Config {
     ShmMode shm = ShmMode::Auto;
     std::optional<std::size_t> shm_arena_size;  // bytes of arena per process; unset: chosen from /dev/shm's free space
     std::size_t shm_threshold = std::size_t{64} << 10;  // host blocks of at least this many bytes come from the arena
+    // Collectives of at most this many bytes on one node go through the arena's small-message path, wherever their
+    // tensors lie (copied through per-process slots); 0: never.
+    std::size_t shm_small_max = std::size_t{32} << 10;
 
     // Non-blocking collectives run on a progress thread per communicator (while the program computes); off: inside
     // wait() and test(). Needs MPI_THREAD_MULTIPLE, and is off without it whatever this says.
@@ -128,6 +132,7 @@ inline constexpr const char* watchdog_host = "LOCKSTEP_WATCHDOG_HOST";
 inline constexpr const char* shm = "LOCKSTEP_SHM";
 inline constexpr const char* shm_arena_size = "LOCKSTEP_SHM_ARENA_SIZE";
 inline constexpr const char* shm_threshold = "LOCKSTEP_SHM_THRESHOLD";
+inline constexpr const char* shm_small_max = "LOCKSTEP_SHM_SMALL_MAX";
 inline constexpr const char* progress_thread = "LOCKSTEP_PROGRESS_THREAD";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names

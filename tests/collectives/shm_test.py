@@ -6,12 +6,13 @@ Usage:
   shm_test.py repeat MPIRUN SHM_PROGRAM NP
       `shm_program hash` twice, with arenas of different sizes: both runs print the same hashes (the same inputs give
       the same bits, run after run), and every process held the same bits in each run.
-  shm_test.py hang MPIRUN SHM_PROGRAM NP skip|kill
+  shm_test.py hang MPIRUN SHM_PROGRAM NP skip|kill|small_skip|small_kill
       skip: the last rank leaves the loop while the others wait in an allreduce through the arena. kill: the last rank
       is killed (SIGKILL) while it waits in it; once under a plain mpirun (which ends the job itself), once with
       --enable-recovery (mpirun leaves the job alone, so the watchdog must end it). Every job ends within the timeout
       + 15 s, non-zero (under --enable-recovery mpirun returns 0 whatever happened: there the watchdog must say that it
-      ends the job), with the watchdog's report where mpirun leaves it to the watchdog.
+      ends the job), with the watchdog's report where mpirun leaves it to the watchdog. small_skip, small_kill: the same
+      with an allreduce of 16 bytes through the small-message path.
   shm_test.py mixed MPIRUN SHM_COLLECTIVES SHM_PROGRAM NP
       The last rank keeps its tensors private (LOCKSTEP_SHM_THRESHOLD=1EiB, the others 0): every collective of
       test_shm_collectives takes the MPI path with the same results. Then the last rank runs with LOCKSTEP_SHM=off: the
@@ -87,8 +88,10 @@ def run_job(command: list[str], env: dict[str, str], limit: float) -> tuple[int 
 
 
 def job_env(**extra: str) -> dict[str, str]:
+    """The jobs test the arena's own path: the small-message path (tests/collectives/shm_small_test.py) is off
+    unless `extra` turns it on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSTEP_SHM")}
-    env.update({"LOCKSTEP_CONFIG_FILE": "", "LOCKSTEP_TIMEOUT": "60"})
+    env.update({"LOCKSTEP_CONFIG_FILE": "", "LOCKSTEP_TIMEOUT": "60", "LOCKSTEP_SHM_SMALL_MAX": "0"})
     env.update(extra)
     return env
 
@@ -117,9 +120,10 @@ def repeat(mpirun: str, program: str, np: int) -> None:
 
 def hang(mpirun: str, program: str, np: int, mode: str) -> None:
     last = np - 1
-    env = job_env(LOCKSTEP_TIMEOUT=str(TIMEOUT_SECONDS))
+    small = {"LOCKSTEP_SHM_SMALL_MAX": "32KiB"} if mode.startswith("small") else {}
+    env = job_env(LOCKSTEP_TIMEOUT=str(TIMEOUT_SECONDS), **small)
     limit = TIMEOUT_SECONDS + GRACE_SECONDS
-    launches = [["--enable-recovery"], []] if mode == "kill" else [[]]
+    launches = [["--enable-recovery"], []] if mode.endswith("kill") else [[]]
     for extra in launches:
         label = f"{mode}{' with --enable-recovery' if extra else ''}"
         code, seconds, output = run_job(
@@ -136,7 +140,7 @@ def hang(mpirun: str, program: str, np: int, mode: str) -> None:
             check(code not in (None, 0), f"{label}: the job exits non-zero (got {code})")
         check(seconds < limit, f"{label}: the job ends within {limit} s (took {seconds:.1f} s)")
         check("shm_calls before the hang: 2" in output, f"{label}: the first two allreduces went through the arena")
-        if mode == "skip":
+        if mode.endswith("skip"):
             check("collective timed out after" in output, "the watchdog reports the hang")
             check(f"Never arrived: Process {last}\n" in output, f"the report names rank {last} as never arrived")
             check("`lockstep::allreduce` #3" in output, "the report names the stuck call (allreduce #3)")

@@ -9,6 +9,10 @@
 //   shm_program skip     the last rank leaves the loop before the third allreduce of arena tensors; the others wait on
 //                        the arena's flags until the watchdog reports.
 //   shm_program kill     the last rank is killed (SIGKILL) while it waits in the third allreduce.
+//   shm_program small_skip, small_kill
+//                        the same with an allreduce of 16 bytes, through the small-message path (shm_small_max).
+// Every mode but the small_* ones runs with LOCKSTEP_SHM_SMALL_MAX=0 unless the environment sets it: they are about
+// the arena's own path, which the small-message path would otherwise take over below 32 KiB.
 //   shm_program status   prints the arena's status on every rank, then an allreduce (which path, right result).
 //   shm_program exhaust  with a small LOCKSTEP_SHM_ARENA_SIZE: blocks beyond the segment come from private memory.
 //   shm_program limit    with LOCKSTEP_CPU_MEMORY_LIMIT below the arena size: the cap still applies to arena blocks.
@@ -24,6 +28,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -188,13 +193,15 @@ int hash_job() {
     return 0;
 }
 
-// The last rank leaves the loop before the third allreduce (skip), or is killed while it waits in it (kill).
-int hang_job(bool kill) {
+// The last rank leaves the loop before the third allreduce (skip), or is killed while it waits in it (kill). `small`:
+// 16 bytes through the small-message path instead of 256 KiB through the arena.
+int hang_job(bool kill, bool small) {
     Communicator& comm = Communicator::world();
     const int me = comm.rank(), last = comm.size() - 1;
-    Tensor grad = Tensor::ones({1 << 16});  // 256 KiB: in the arena
-    check(grad.in_shared_memory(), "the gradient is not in the arena");
-    print_arena_name(grad);
+    const Tensor big = Tensor::ones({1 << 16});  // 256 KiB: in the arena
+    check(big.in_shared_memory(), "the gradient is not in the arena");
+    print_arena_name(big);
+    Tensor grad = small ? Tensor::ones({4}) : big;
     std::thread killer;
     for (int step = 0; step < 3; ++step) {
         if (step == 2) {
@@ -355,12 +362,14 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "hash";
     Tensor survivor;  // an arena tensor that outlives the runtime (status): still readable, freed after finalize
     int code = 2;
+    if (!mode.starts_with("small")) ::setenv("LOCKSTEP_SHM_SMALL_MAX", "0", 0);
     {
         ScopedRuntime rt;
         if (mode == "hash") {
             code = hash_job();
-        } else if (mode == "skip" || mode == "kill") {
-            return hang_job(mode == "kill");  // no exchange of failures: the others are stuck until the watchdog
+        } else if (mode == "skip" || mode == "kill" || mode == "small_skip" || mode == "small_kill") {
+            // No exchange of failures: the others are stuck until the watchdog.
+            return hang_job(mode.ends_with("kill"), mode.starts_with("small"));
         } else if (mode == "status") {
             code = status_job(survivor);
         } else if (mode == "exhaust") {

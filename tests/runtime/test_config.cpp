@@ -216,6 +216,13 @@ const std::vector<Field> fields = {
      .env_text = "0", .env_value = "0",
      .launcher_text = "4k", .launcher_value = "4096",
      .set_override = [](ConfigOverrides& o) { o.shm_threshold = 512; }, .override_value = "512"},
+    {.key = "shm_small_max", .variable = env_names::shm_small_max,
+     .value = [](const Config& c) { return std::to_string(c.shm_small_max); },
+     .default_value = "32768",
+     .file_text = "8KiB", .file_value = "8192",
+     .env_text = "0", .env_value = "0",
+     .launcher_text = "2k", .launcher_value = "2048",
+     .set_override = [](ConfigOverrides& o) { o.shm_small_max = 100; }, .override_value = "100"},
     {.key = "progress_thread", .variable = env_names::progress_thread,
      .value = [](const Config& c) -> std::string { return c.progress_thread ? "true" : "false"; },
      .default_value = "true",
@@ -473,6 +480,8 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::shm_threshold, "big", ""},
     {env_names::shm_threshold, "", ""},
     {env_names::shm_threshold, "1 parsec", ""},
+    {env_names::shm_small_max, "small", ""},
+    {env_names::shm_small_max, "-4KiB", ""},
 };
 
 // Part of what each rejection must say is accepted.
@@ -488,6 +497,7 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::shm, "auto (the arena when two or more processes share a node)"},
     {env_names::shm_arena_size, "or auto (half of /dev/shm's free space"},
     {env_names::shm_threshold, "0: every host block"},
+    {env_names::shm_small_max, "0: no small-message path"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -1019,6 +1029,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"shm: auto", "default"},
         {"shm_arena_size: auto", "default"},
         {"shm_threshold: 64.00 KiB", "default"},
+        {"shm_small_max: 32.00 KiB", "default"},
         {"progress_thread: true", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},

@@ -182,6 +182,7 @@ json config_section() {
         add("shm", std::string(shm_mode_name(config.shm)));
         add("shm_arena_size", config.shm_arena_size ? json(*config.shm_arena_size) : json(nullptr));
         add("shm_threshold", config.shm_threshold);
+        add("shm_small_max", config.shm_small_max);
         add("progress_thread", config.progress_thread);
         if (config.num_processes) add("num_processes", *config.num_processes);
         if (config.num_machines) add("num_machines", *config.num_machines);

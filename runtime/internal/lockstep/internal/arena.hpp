@@ -24,6 +24,7 @@ void setup_arena(MPI_Comm local_comm, const Config& config);
 // Whether this process's allocations come from the arena, and the smallest block that does.
 [[nodiscard]] bool arena_active() noexcept;
 [[nodiscard]] std::size_t arena_threshold() noexcept;
+[[nodiscard]] std::size_t arena_small_max() noexcept;  // shm_small_max
 // A block of `bytes` (rounded up to 512) from this process's segment, 512-byte aligned, its pages reserved in the
 // backing file; nullptr when the segment has no room (the caller falls back to private memory).
 [[nodiscard]] void* arena_allocate(std::size_t bytes) noexcept;
