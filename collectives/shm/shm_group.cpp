@@ -7,8 +7,8 @@
 #include "../watchdog.hpp"
 
 #include <lockstep/errors.hpp>
-#include <lockstep/kernels.hpp>
 #include <lockstep/internal/arena.hpp>
+#include <lockstep/kernels.hpp>
 #include <lockstep/runtime.hpp>
 
 #include <fmt/core.h>

@@ -150,8 +150,8 @@ private:
     std::size_t threshold_ = 0;
     std::size_t small_max_ = 0;  // the smallest shm_small_max of the group's processes
     std::uint32_t count_ = 0;
-    std::uint32_t confirmed_ = 0;  // every peer has reached this round
-    std::uint64_t parity_ = 0;      // the round whose descriptors and slots are read
+    std::uint32_t confirmed_ = 0;     // every peer has reached this round
+    std::uint64_t parity_ = 0;        // the round whose descriptors and slots are read
     MPI_Comm cross_ = MPI_COMM_NULL;  // the processes with this index on every node (spanning nodes only)
     int cross_rank_ = 0;              // this process's rank in cross_ (0: the first node's)
     std::uint64_t* mpi_calls_ = nullptr;
