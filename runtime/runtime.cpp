@@ -149,7 +149,22 @@ void Runtime::setup(const RuntimeOptions& options) {
             "initialised again; initialise the runtime before MPI_Finalize");
     }
     if (!initialized) {
-        LOCKSTEP_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_));
+        // The level asked for (mpi_thread_level); Open MPI and MPICH give it or more on a node's processes.
+        int required = MPI_THREAD_MULTIPLE;
+        switch (config_.mpi_thread_level) {
+            case ThreadLevel::Single:
+                required = MPI_THREAD_SINGLE;
+                break;
+            case ThreadLevel::Funneled:
+                required = MPI_THREAD_FUNNELED;
+                break;
+            case ThreadLevel::Serialized:
+                required = MPI_THREAD_SERIALIZED;
+                break;
+            case ThreadLevel::Multiple:
+                break;
+        }
+        LOCKSTEP_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, required, &thread_level_));
         owns_mpi_ = true;
     } else {
         LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level_));

@@ -49,6 +49,20 @@ std::string_view shm_mode_name(ShmMode mode) noexcept {
     return "auto";
 }
 
+std::string_view thread_level_name(ThreadLevel level) noexcept {
+    switch (level) {
+        case ThreadLevel::Single:
+            return "single";
+        case ThreadLevel::Funneled:
+            return "funneled";
+        case ThreadLevel::Serialized:
+            return "serialized";
+        case ThreadLevel::Multiple:
+            return "multiple";
+    }
+    return "multiple";
+}
+
 namespace detail {
 
 namespace {

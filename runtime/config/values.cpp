@@ -228,6 +228,21 @@ std::string show_shm_mode(const ShmMode& mode) {
     return std::string(shm_mode_name(mode));
 }
 
+bool read_thread_level(std::string_view text, ThreadLevel& level) {
+    for (ThreadLevel l : {ThreadLevel::Single, ThreadLevel::Funneled, ThreadLevel::Serialized, ThreadLevel::Multiple}) {
+        const std::string_view name = thread_level_name(l);
+        if (equals_lowercase(text, name) || equals_lowercase(text, std::string("mpi_thread_") + std::string(name))) {
+            level = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string show_thread_level(const ThreadLevel& level) {
+    return std::string(thread_level_name(level));
+}
+
 bool read_arena_size(std::string_view text, std::optional<std::size_t>& bytes) {
     if (text.empty() || equals_lowercase(text, "auto")) {
         bytes.reset();

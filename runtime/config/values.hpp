@@ -173,6 +173,12 @@ inline constexpr Kind<std::size_t> shm_threshold_kind{
     "a threshold size", "a size such as 64KiB or 1MiB, or a plain number of bytes (0: every host block)", read_bytes,
     nullptr, show_bytes};
 
+bool read_thread_level(std::string_view text, ThreadLevel& level);
+std::string show_thread_level(const ThreadLevel& level);
+inline constexpr Kind<ThreadLevel> thread_level_kind{
+    "an MPI thread level", "single, funneled, serialized or multiple (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE)",
+    read_thread_level, nullptr, show_thread_level};
+
 inline constexpr Kind<std::size_t> shm_small_max_kind{
     "a small-message size", "a size such as 16KiB or 32KiB, or a plain number of bytes (0: no small-message path)",
     read_bytes, nullptr, show_bytes};

@@ -33,6 +33,9 @@ enum class LogLevel { Debug, Info, Warning, Error, Critical };
 // processes share a node, on also when a process is alone on its node, off never.
 enum class ShmMode { Auto, On, Off };
 [[nodiscard]] LOCKSTEP_API std::string_view shm_mode_name(ShmMode mode) noexcept;  // "auto", "on", "off"
+// The thread level lockstep asks MPI for when it initialises MPI itself (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
+enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
+[[nodiscard]] LOCKSTEP_API std::string_view thread_level_name(ThreadLevel level) noexcept;  // "single", ...
 // Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
 [[nodiscard]] LOCKSTEP_API std::optional<bool> parse_bool(std::string_view text) noexcept;
 
@@ -52,6 +55,7 @@ struct ConfigOverrides {
     std::optional<std::size_t> shm_threshold;   // bytes
     std::optional<std::size_t> shm_small_max;   // bytes
     std::optional<bool> progress_thread;
+    std::optional<ThreadLevel> mpi_thread_level;
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
@@ -90,6 +94,12 @@ struct LOCKSTEP_API Config {
     // Non-blocking collectives run on a progress thread per communicator (while the program computes); off: inside
     // wait() and test(). Needs MPI_THREAD_MULTIPLE, and is off without it whatever this says.
     bool progress_thread = true;
+
+    // The thread level asked of MPI when lockstep initialises it (a program that initialises MPI itself chooses its
+    // own). Multiple lets any thread call lockstep and non-blocking collectives run on a progress thread; a lower
+    // level makes each MPI call cheaper (docs/collectives.md gives the cost) and turns the progress thread off, and
+    // the program must then keep to that level's rule for its own calls.
+    ThreadLevel mpi_thread_level = ThreadLevel::Multiple;
 
     // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
@@ -134,6 +144,7 @@ inline constexpr const char* shm_arena_size = "LOCKSTEP_SHM_ARENA_SIZE";
 inline constexpr const char* shm_threshold = "LOCKSTEP_SHM_THRESHOLD";
 inline constexpr const char* shm_small_max = "LOCKSTEP_SHM_SMALL_MAX";
 inline constexpr const char* progress_thread = "LOCKSTEP_PROGRESS_THREAD";
+inline constexpr const char* mpi_thread_level = "LOCKSTEP_MPI_THREAD_LEVEL";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names

@@ -300,3 +300,29 @@ BOOST_AUTO_TEST_CASE(debug_mode_exchanges_signatures_on_the_path) {
     BOOST_TEST(!message.empty());
     BOOST_TEST(same_on_every_rank(Bytes(message.begin(), message.end())));
 }
+
+BOOST_AUTO_TEST_CASE(mpi_gets_the_thread_level_the_setting_asks_for) {
+    // The runtime initialised MPI itself, at mpi_thread_level (LOCKSTEP_MPI_THREAD_LEVEL); below multiple the
+    // progress thread is off and non-blocking collectives run inside wait().
+    int asked = MPI_THREAD_MULTIPLE;
+    switch (config().mpi_thread_level) {
+        case ThreadLevel::Single:
+            asked = MPI_THREAD_SINGLE;
+            break;
+        case ThreadLevel::Funneled:
+            asked = MPI_THREAD_FUNNELED;
+            break;
+        case ThreadLevel::Serialized:
+            asked = MPI_THREAD_SERIALIZED;
+            break;
+        case ThreadLevel::Multiple:
+            break;
+    }
+    const int got = Runtime::get().thread_level();
+    BOOST_TEST(got >= asked);
+    if (asked < MPI_THREAD_MULTIPLE) BOOST_TEST(got == asked);  // Open MPI and MPICH give what is asked
+    Communicator c = comm().dup();
+    BOOST_TEST(c.progress_thread() == (got == MPI_THREAD_MULTIPLE));
+    Work w = c.iallreduce(Tensor::ones({3}));
+    BOOST_TEST(w.result().to_vector<float>()[2] == float(c.size()));
+}

@@ -223,6 +223,13 @@ const std::vector<Field> fields = {
      .env_text = "0", .env_value = "0",
      .launcher_text = "2k", .launcher_value = "2048",
      .set_override = [](ConfigOverrides& o) { o.shm_small_max = 100; }, .override_value = "100"},
+    {.key = "mpi_thread_level", .variable = env_names::mpi_thread_level,
+     .value = [](const Config& c) { return std::string(lockstep::thread_level_name(c.mpi_thread_level)); },
+     .default_value = "multiple",
+     .file_text = "serialized", .file_value = "serialized",
+     .env_text = "MPI_THREAD_SINGLE", .env_value = "single",
+     .launcher_text = "Funneled", .launcher_value = "funneled",
+     .set_override = [](ConfigOverrides& o) { o.mpi_thread_level = lockstep::ThreadLevel::Single; }, .override_value = "single"},
     {.key = "progress_thread", .variable = env_names::progress_thread,
      .value = [](const Config& c) -> std::string { return c.progress_thread ? "true" : "false"; },
      .default_value = "true",
@@ -481,6 +488,8 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::shm_threshold, "", ""},
     {env_names::shm_threshold, "1 parsec", ""},
     {env_names::shm_small_max, "small", ""},
+    {env_names::mpi_thread_level, "threaded", ""},
+    {env_names::mpi_thread_level, "3", ""},
     {env_names::shm_small_max, "-4KiB", ""},
 };
 
@@ -498,6 +507,7 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::shm_arena_size, "or auto (half of /dev/shm's free space"},
     {env_names::shm_threshold, "0: every host block"},
     {env_names::shm_small_max, "0: no small-message path"},
+    {env_names::mpi_thread_level, "single, funneled, serialized or multiple"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -1031,6 +1041,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"shm_threshold: 64.00 KiB", "default"},
         {"shm_small_max: 32.00 KiB", "default"},
         {"progress_thread: true", "default"},
+        {"mpi_thread_level: multiple", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };
