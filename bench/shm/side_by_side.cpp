@@ -417,6 +417,7 @@ std::string size_text(std::size_t bytes) {
 
 struct Context {
     Communicator& comm;
+    Communicator& debug;                // the same processes in debug mode (the signature exchange before every call)
     MPI_Comm raw_comm = MPI_COMM_NULL;  // the raw variants' and the timing's own communicator
     MPI_Comm node = MPI_COMM_NULL;
     bool one_node = true;
@@ -461,6 +462,12 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
     Variant via_mpi{"lockstep_mpi", t_in.data<float>(), t_out.data<float>(), lockstep_call(op, comm, t_in, t_out)};
     via_mpi.before_batch = [&comm] { comm.set_shared_memory(false); };
     variants.push_back(via_mpi);
+    // Debug mode on the same tensors (through the arena where lockstep_shm goes): what leaving it on costs. Up to
+    // 1 MiB, where the exchange is a visible part of a call.
+    if (bytes <= (std::size_t{1} << 20)) {
+        variants.push_back(
+            {"lockstep_debug", t_in.data<float>(), t_out.data<float>(), lockstep_call(op, cx.debug, t_in, t_out)});
+    }
     // A/A: raw MPI a second time, on the same buffers: its ratio to mpi_malloc is the noise of the row. Up to 16 MiB
     // (above, every call costs the run seconds).
     if (bytes <= (std::size_t{16} << 20)) {
@@ -481,12 +488,14 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
     const Reference ref = reference_of(op, rank, n, s);
     for (auto& v : variants) {
         if (!v.has_data) continue;
-        const std::uint64_t shm_before = comm.stats().shm_calls;
+        const std::uint64_t shm_before = comm.stats().shm_calls, small_before = comm.stats().small_calls;
         v.note = check(ref, v, s, cx.raw_comm) ? "check=ok" : "check=WRONG";
         if (v.name == "lockstep_shm") {
             v.note += fmt::format("; tensors {}{} the arena", t_in.in_shared_memory() ? "in" : "NOT in",
                                   s.out ? (t_out.in_shared_memory() ? " (out: in)" : " (out: NOT in)") : "");
-            v.note += comm.stats().shm_calls > shm_before ? "; path=arena" : "; path=MPI (fell back)";
+            v.note += comm.stats().small_calls > small_before ? "; path=small"
+                      : comm.stats().shm_calls > shm_before   ? "; path=arena"
+                                                              : "; path=MPI";
         }
         std::fill(v.in, v.in + s.in, 0.0f);
         if (s.out) std::fill(v.out, v.out + s.out, 0.0f);
@@ -553,15 +562,28 @@ int main(int argc, char** argv) {
     app.add_option("--out", out_path, "CSV file, written by the main process")->capture_default_str();
     app.add_option("--note", note, "Text put at the start of every row's note (e.g. oversubscribed)");
     app.add_flag("--quick", quick, "3 batches per size");
+    std::string thread_level = "multiple";
+    app.add_option("--thread-level", thread_level,
+                   "The MPI thread level this program initialises MPI at (the raw variants' and lockstep's)")
+        ->check(CLI::IsMember({"single", "multiple"}))
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    int provided = 0;
+    check_mpi(
+        MPI_Init_thread(&argc, &argv, thread_level == "single" ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE, &provided),
+        "MPI_Init_thread");
+    if (!note.empty()) note += "; ";
+    note += "thread=" + thread_level;
     if (ops.empty()) ops = all_ops;
     std::erase_if(sizes, [&](std::size_t b) { return b > max_bytes; });
 
-    ScopedRuntime rt;
+    std::optional<ScopedRuntime> scoped(std::in_place);  // ended before this program's MPI_Finalize
+    ScopedRuntime& rt = *scoped;
     {
         // Debug mode and the watchdog off: this measures the data path (bench_collectives measures those).
         Communicator comm(rt->comm(), {.debug = false, .timeout = 0.0});
-        Context cx{comm};
+        Communicator debug(rt->comm(), {.debug = true, .timeout = 0.0});
+        Context cx{comm, debug};
         cx.n = rt->identity().size;
         cx.rank = rt->identity().rank;
         cx.quick = quick;
@@ -602,5 +624,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "bench_shm: written to %s\n", out_path.c_str());
         }
     }
+    scoped.reset();
+    MPI_Finalize();
     return 0;
 }
