@@ -143,6 +143,29 @@ Signature decode_signature(const WireSignature& w) {
     return s;
 }
 
+std::uint64_t agreement_key(const WireSignature& s) noexcept {
+    if (!s.failure_type.empty()) return 0;
+    const OpTraits& rules = traits(static_cast<OpKind>(s.op));
+    // The compared fields packed into words, then mixed a word at a time (this runs on every call in debug mode).
+    std::uint64_t words[4 + (sizeof s.tag + 7) / 8] = {};
+    words[0] = s.sequence;
+    words[1] = s.varying_dim >= 0 ? s.trailing_hash : s.shape_hash;
+    words[2] = s.step;
+    words[3] = std::uint64_t{s.op} | std::uint64_t{s.dtype} << 8 |
+               std::uint64_t{rules.has_reduce_op ? s.reduce_op : std::uint8_t{0}} << 16 |
+               std::uint64_t{static_cast<std::uint32_t>(s.rank_of_shape) & 0xffffu} << 24 |
+               std::uint64_t{static_cast<std::uint32_t>(s.varying_dim) & 0xffffu} << 40;
+    std::memcpy(&words[4], &s.tag, sizeof s.tag);
+    std::uint64_t h =
+        rules.has_root ? 0x9e3779b97f4a7c15ull ^ static_cast<std::uint32_t>(s.root) : 0x9e3779b97f4a7c15ull;
+    for (const std::uint64_t w : words) {
+        h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h == 0 ? 1 : h;
+}
+
 bool wire_signatures_agree(const std::vector<WireSignature>& sigs) noexcept {
     if (sigs.empty()) return true;
     const WireSignature& a = sigs[0];

@@ -56,6 +56,10 @@ struct LocalFailure {
 // field the op's rules compare.
 [[nodiscard]] bool wire_signatures_agree(const std::vector<WireSignature>& signatures) noexcept;
 
+// A digest of what wire_signatures_agree compares: signatures that agree have the same key, and signatures whose keys
+// are the same agree (but for a 64-bit hash collision). 0 for a signature that carries a failure (never agreement).
+[[nodiscard]] std::uint64_t agreement_key(const WireSignature& signature) noexcept;
+
 // The report for a call that some process could not start, nullopt when none failed.
 [[nodiscard]] std::optional<std::string> rejected_report(const std::vector<Signature>& signatures);
 

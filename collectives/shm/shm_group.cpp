@@ -267,8 +267,13 @@ void ShmGroup::mpi(int rc, const char* call) {
 
 std::uint32_t ShmGroup::arrive() {
     const std::uint32_t target = ++count_;
-    mine_->count.store(target, std::memory_order_seq_cst);
-    if (mine_->waiters.load(std::memory_order_seq_cst) != 0) {
+    mine_->count.store(target, std::memory_order_release);
+    // A process that may sleep at once (the node's processes outnumber its cores) must see the count or be woken: the
+    // fence orders the store before the load of `waiters`. With a core each, a peer sleeps only after spinning 10 µs
+    // and yielding, and a wake-up lost to the reordering costs it the futex's 2 ms timeout; without the fence the
+    // store does not wait for its line, which is most of a small call's time.
+    if (!spin_) std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (mine_->waiters.load(std::memory_order_relaxed) != 0) {
         (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&mine_->count), FUTEX_WAKE, INT_MAX, nullptr,
                         nullptr, 0);
     }
@@ -287,10 +292,11 @@ void ShmGroup::ready_to_write() {
     wait_all(count_);  // nothing to wait for after a round that every process waited for
 }
 
-std::uint32_t ShmGroup::post(const ShmDescriptor& mine) {
+std::uint32_t ShmGroup::post(const ShmRecord& record, const ShmDescriptor* descriptor) {
     ready_to_write();
     parity_ = count_ + 1u;
-    mine_->descriptors[parity_ & 1] = mine;
+    mine_->records[parity_ & 1] = record;
+    if (descriptor != nullptr) mine_->descriptors[parity_ & 1] = *descriptor;
     return arrive();
 }
 
@@ -299,26 +305,43 @@ void ShmGroup::barrier() {
 }
 
 namespace {
-bool same_call(const ShmDescriptor& a, const ShmDescriptor& b) noexcept {
+bool same_call(const ShmRecord& a, const ShmRecord& b) noexcept {
     return a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype && a.root == b.root && a.bytes == b.bytes;
+}
+ShmRecord compact(const ShmDescriptor& d) noexcept {
+    return {static_cast<std::uint32_t>(d.bytes),   d.op,  d.reduce_op, d.dtype,
+            static_cast<std::uint8_t>(d.eligible), d.root};
 }
 }  // namespace
 
-bool ShmGroup::publish(const ShmDescriptor& mine, bool small) {
-    wait_all(post(mine));
+bool ShmGroup::publish(const ShmDescriptor& mine) {
+    wait_all(post(compact(mine), &mine));
     bool eligible = true;
     bool agree = true;
     for (int m = 0; m < members_; ++m) {
         const ShmDescriptor& d = descriptor_of(m);
         eligible = eligible && d.eligible != 0;
-        agree = agree && same_call(d, mine);
+        agree = agree && same_call(compact(d), compact(mine)) && d.bytes == mine.bytes;
     }
-    if (!agree) mismatch(small);
+    if (!agree) throw_mismatch();
     return eligible;
 }
 
-void ShmGroup::mismatch(bool small, int member) const {
-    if (small && watched) {
+bool ShmGroup::publish_small(const ShmRecord& mine) {
+    wait_all(post(mine));
+    bool eligible = true;
+    bool agree = true;
+    for (int m = 0; m < members_; ++m) {
+        const ShmRecord& r = record_of(m);
+        eligible = eligible && r.eligible != 0;
+        agree = agree && same_call(r, mine);
+    }
+    if (!agree) mismatch();
+    return eligible;
+}
+
+void ShmGroup::mismatch(int member) const {
+    if (watched) {
         // As on the MPI path: this process stays in the call, which the watchdog reports now rather than at its
         // timeout (every process's call and source line), and then ends the job.
         Watchdog::instance().report_now();
@@ -328,11 +351,11 @@ void ShmGroup::mismatch(bool small, int member) const {
 }
 
 void ShmGroup::throw_mismatch(int member) const {
-    // Every process that read the same descriptors throws the same text.
+    // Every process that read the same records throws the same text.
     std::string calls;
     for (int m = 0; m < members_; ++m) {
         if (member >= 0 && m != member && m != index_) continue;
-        const ShmDescriptor& d = descriptor_of(m);
+        const ShmRecord& d = record_of(m);
         if (d.op == signature_exchange) {
             calls += fmt::format("  process {}: debug mode's signature exchange\n", m);
             continue;
@@ -354,6 +377,10 @@ void ShmGroup::throw_mismatch(int member) const {
 
 const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
     return lines_[static_cast<std::size_t>(member)]->descriptors[parity_ & 1];
+}
+
+const ShmRecord& ShmGroup::record_of(int member) const noexcept {
+    return lines_[static_cast<std::size_t>(member)]->records[parity_ & 1];
 }
 
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -492,25 +519,38 @@ bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root
 }
 
 // The small-message path: a call goes in rounds of at most a slot per process. In each round a process that has
-// something to hand over copies it into its slot for the round's parity, writes its descriptor and moves its count to
-// the round (one store; no MPI call, no lock), then waits for the processes it reads from: every one for allreduce,
-// allgather, reduce_scatter and barrier, only the root for a broadcast's other processes, every one for a reduce's
-// root, none for a broadcast's root or a reduce's other processes (these return at once, as MPI's small messages
-// do). A slot or descriptor of round k is written again at round k + 2 only, once every peer has reached round k + 1:
-// by then each has finished reading round k (ready_to_write). Whoever reads a descriptor checks it against its own.
+// something to hand over copies it into its slot for the round's parity (up to 16 bytes: into its control line's first
+// cache line, beside its count), writes its record there and moves its count to the round (one store; no MPI call,
+// no lock), then waits for the processes it reads from: every one for allreduce, allgather, reduce_scatter and
+// barrier, only the root for a broadcast's other processes, every one for a reduce's root, none for a broadcast's root
+// or a reduce's other processes (these return at once, as MPI's small messages do). A slot or record of round k is
+// written again at round k + 2 only, once every peer has reached round k + 1: by then each has finished reading round
+// k (ready_to_write). Whoever reads a record checks it against its own.
 
-std::byte* ShmGroup::next_slot() const noexcept {
-    return reinterpret_cast<std::byte*>(mine_) + slots_at + ((count_ + 1u) & 1u) * shm_slot_bytes;
+namespace {
+ShmRecord small_record(OpKind op, const Tensor& in, bool eligible, ReduceOp reduce_op = ReduceOp::Sum,
+                       int root = -1) noexcept {
+    return {static_cast<std::uint32_t>(in.nbytes()),     static_cast<std::uint8_t>(op),
+            static_cast<std::uint8_t>(reduce_op),        static_cast<std::uint8_t>(in.dtype()),
+            static_cast<std::uint8_t>(eligible ? 1 : 0), root};
+}
+}  // namespace
+
+std::byte* ShmGroup::next_slot(std::size_t len) const noexcept {
+    const std::size_t p = (count_ + 1u) & 1u;
+    if (len <= shm_inline_bytes) return mine_->inline_data[p];
+    return reinterpret_cast<std::byte*>(mine_) + slots_at + p * shm_slot_bytes;
 }
 
-const std::byte* ShmGroup::slot_of(int member) const noexcept {
-    return reinterpret_cast<const std::byte*>(lines_[static_cast<std::size_t>(member)]) + slots_at +
-           (parity_ & 1) * shm_slot_bytes;
+const std::byte* ShmGroup::slot_of(int member, std::size_t len) const noexcept {
+    ShmLine* line = lines_[static_cast<std::size_t>(member)];
+    if (len <= shm_inline_bytes) return line->inline_data[parity_ & 1];
+    return reinterpret_cast<const std::byte*>(line) + slots_at + (parity_ & 1) * shm_slot_bytes;
 }
 
 bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
     const bool eligible = in.device().is_cpu() && out.device().is_cpu();
-    const ShmDescriptor d = describe(OpKind::Allreduce, in, std::nullopt, 0, eligible, op);
+    const ShmRecord r = small_record(OpKind::Allreduce, in, eligible, op);
     const std::size_t element = dtype_size(in.dtype());
     const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element);
     const auto* src = static_cast<const std::byte*>(in.data());
@@ -520,11 +560,12 @@ bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op)
     do {
         const std::int64_t len = std::min(per_round, count - at);
         const std::size_t offset = static_cast<std::size_t>(at) * element;
+        const std::size_t bytes = static_cast<std::size_t>(len) * element;
         ready_to_write();
-        if (eligible && len > 0) std::memcpy(next_slot(), src + offset, static_cast<std::size_t>(len) * element);
-        if (!publish(d, true)) return false;  // only ever in the first round: eligibility is the call's
+        if (eligible && len > 0) std::memcpy(next_slot(bytes), src + offset, bytes);
+        if (!publish_small(r)) return false;  // only ever in the first round: eligibility is the call's
         // Every process reduces every element, in the order of the processes: the same bits everywhere.
-        for (int m = 0; m < members_; ++m) sources_[static_cast<std::size_t>(m)] = slot_of(m);
+        for (int m = 0; m < members_; ++m) sources_[static_cast<std::size_t>(m)] = slot_of(m, bytes);
         std::byte* const target[] = {dst + offset};
         if (len > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
         at += len;
@@ -536,7 +577,7 @@ bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op)
 
 bool ShmGroup::small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
     const bool eligible = in.device().is_cpu() && out.device().is_cpu();
-    const ShmDescriptor d = describe(OpKind::ReduceScatter, in, std::nullopt, 0, eligible, op);
+    const ShmRecord r = small_record(OpKind::ReduceScatter, in, eligible, op);
     const std::size_t element = dtype_size(in.dtype());
     // Each round carries the same stretch of every process's block: members x len elements per slot.
     const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element / static_cast<std::size_t>(members_));
@@ -547,18 +588,19 @@ bool ShmGroup::small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceO
     do {
         const std::int64_t len = std::min(per_round, block - at);
         const std::size_t stretch = static_cast<std::size_t>(len) * element;
+        const std::size_t bytes = stretch * static_cast<std::size_t>(members_);
         ready_to_write();
         if (eligible && len > 0) {
-            std::byte* slot = next_slot();
+            std::byte* slot = next_slot(bytes);
             for (int m = 0; m < members_; ++m) {
                 std::memcpy(slot + stretch * static_cast<std::size_t>(m),
                             src + static_cast<std::size_t>(block * m + at) * element, stretch);
             }
         }
-        if (!publish(d, true)) return false;
+        if (!publish_small(r)) return false;
         if (len > 0) {
             for (int m = 0; m < members_; ++m) {
-                sources_[static_cast<std::size_t>(m)] = slot_of(m) + stretch * static_cast<std::size_t>(index_);
+                sources_[static_cast<std::size_t>(m)] = slot_of(m, bytes) + stretch * static_cast<std::size_t>(index_);
             }
             std::byte* const target[] = {dst + static_cast<std::size_t>(at) * element};
             reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
@@ -572,7 +614,7 @@ bool ShmGroup::small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceO
 
 bool ShmGroup::small_allgather(const Tensor& in, const Tensor& out) {
     const bool eligible = in.device().is_cpu() && out.device().is_cpu();
-    const ShmDescriptor d = describe(OpKind::Allgather, in, std::nullopt, 0, eligible);
+    const ShmRecord r = small_record(OpKind::Allgather, in, eligible);
     const auto* src = static_cast<const std::byte*>(in.data());
     auto* dst = static_cast<std::byte*>(out.data());
     const std::size_t total = in.nbytes();
@@ -580,11 +622,11 @@ bool ShmGroup::small_allgather(const Tensor& in, const Tensor& out) {
     do {
         const std::size_t len = std::min(shm_slot_bytes, total - at);
         ready_to_write();
-        if (eligible && len > 0) std::memcpy(next_slot(), src + at, len);
-        if (!publish(d, true)) return false;
+        if (eligible && len > 0) std::memcpy(next_slot(len), src + at, len);
+        if (!publish_small(r)) return false;
         if (len > 0) {
             for (int m = 0; m < members_; ++m) {
-                std::memcpy(dst + total * static_cast<std::size_t>(m) + at, slot_of(m), len);
+                std::memcpy(dst + total * static_cast<std::size_t>(m) + at, slot_of(m, len), len);
             }
         }
         at += len;
@@ -601,19 +643,19 @@ bool ShmGroup::small_broadcast(const Tensor& t, int root) {
     const bool host_tensor = t.device().is_cpu();
     Tensor host = t;
     if (!host_tensor) host = is_root ? t.to(Device::cpu()) : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
-    const ShmDescriptor d = describe(OpKind::Broadcast, t, std::nullopt, 0, true, ReduceOp::Sum, root);
+    const ShmRecord r = small_record(OpKind::Broadcast, t, true, ReduceOp::Sum, root);
     auto* data = static_cast<std::byte*>(host.data());
     const std::size_t total = t.nbytes();
     std::size_t at = 0;
     do {
         const std::size_t len = std::min(shm_slot_bytes, total - at);
         ready_to_write();
-        if (is_root && len > 0) std::memcpy(next_slot(), data + at, len);
-        const std::uint32_t round = post(d);
+        if (is_root && len > 0) std::memcpy(next_slot(len), data + at, len);
+        const std::uint32_t round = post(r);
         if (!is_root) {
             wait_for(*lines_[static_cast<std::size_t>(root)], round, spin_);
-            if (!same_call(descriptor_of(root), d)) mismatch(true, root);
-            if (len > 0) std::memcpy(data + at, slot_of(root), len);
+            if (!same_call(record_of(root), r)) mismatch(root);
+            if (len > 0) std::memcpy(data + at, slot_of(root, len), len);
         }
         at += len;
     } while (at < total);
@@ -632,7 +674,7 @@ bool ShmGroup::small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, in
     const Tensor host_in = in.device().is_cpu() ? in : in.to(Device::cpu());
     Tensor host_out;
     if (is_root) host_out = out->device().is_cpu() ? *out : Tensor::empty(out->shape(), out->dtype(), Device::cpu());
-    const ShmDescriptor d = describe(OpKind::Reduce, in, std::nullopt, 0, true, op, root);
+    const ShmRecord r = small_record(OpKind::Reduce, in, true, op, root);
     const std::size_t element = dtype_size(in.dtype());
     const auto per_round = static_cast<std::int64_t>(shm_slot_bytes / element);
     const auto* src = static_cast<const std::byte*>(host_in.data());
@@ -641,14 +683,15 @@ bool ShmGroup::small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, in
     do {
         const std::int64_t len = std::min(per_round, count - at);
         const std::size_t offset = static_cast<std::size_t>(at) * element;
+        const std::size_t bytes = static_cast<std::size_t>(len) * element;
         ready_to_write();
-        if (!is_root && len > 0) std::memcpy(next_slot(), src + offset, static_cast<std::size_t>(len) * element);
-        const std::uint32_t round = post(d);
+        if (!is_root && len > 0) std::memcpy(next_slot(bytes), src + offset, bytes);
+        const std::uint32_t round = post(r);
         if (is_root) {
             wait_all(round);
             for (int m = 0; m < members_; ++m) {
-                if (!same_call(descriptor_of(m), d)) mismatch(true);
-                sources_[static_cast<std::size_t>(m)] = m == index_ ? src + offset : slot_of(m);
+                if (!same_call(record_of(m), r)) mismatch();
+                sources_[static_cast<std::size_t>(m)] = m == index_ ? src + offset : slot_of(m, bytes);
             }
             std::byte* const target[] = {static_cast<std::byte*>(host_out.data()) + offset};
             if (len > 0) reduce_into(in.dtype(), sources_.data(), members_, target, 1, len, op);
@@ -666,34 +709,40 @@ bool ShmGroup::small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, in
 
 bool ShmGroup::barrier_call() {
     if (!small(0)) return false;
-    ShmDescriptor d;
-    d.eligible = 1;
-    d.op = static_cast<std::uint8_t>(OpKind::Barrier);
-    publish(d, true);
+    ShmRecord r;
+    r.eligible = 1;
+    r.op = static_cast<std::uint8_t>(OpKind::Barrier);
+    publish_small(r);
     ++calls;
     ++small_calls;
     return true;
 }
 
-bool ShmGroup::allgather_record(const void* mine, std::size_t bytes, void* all) {
-    if (!small(0)) return false;
-    ShmDescriptor d;
-    d.bytes = bytes;
-    d.eligible = 1;
-    d.op = signature_exchange;
-    const auto* src = static_cast<const std::byte*>(mine);
-    auto* dst = static_cast<std::byte*>(all);
-    std::size_t at = 0;
-    do {
-        const std::size_t len = std::min(shm_slot_bytes, bytes - at);
-        ready_to_write();
-        std::memcpy(next_slot(), src + at, len);
-        publish(d, true);
-        for (int m = 0; m < members_; ++m) std::memcpy(dst + bytes * static_cast<std::size_t>(m) + at, slot_of(m), len);
-        at += len;
-    } while (at < bytes);
+std::optional<bool> ShmGroup::exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all) {
+    if (!small(0) || bytes > shm_slot_bytes) return std::nullopt;
+    ShmRecord r;
+    r.bytes = static_cast<std::uint32_t>(bytes);
+    r.eligible = 1;
+    r.op = signature_exchange;
+    ready_to_write();
+    // The whole record into the slot, its key beside the count: when every key is the same, no process reads another's
+    // record (the line of the count is all that moves).
+    std::memcpy(next_slot(bytes + shm_inline_bytes), mine, bytes);
+    std::memcpy(mine_->inline_data[(count_ + 1u) & 1u], &key, sizeof key);
+    publish_small(r);
     ++exchanges;
-    return true;
+    bool same = key != 0;
+    for (int m = 0; m < members_ && same; ++m) {
+        std::uint64_t theirs = 0;
+        std::memcpy(&theirs, lines_[static_cast<std::size_t>(m)]->inline_data[parity_ & 1], sizeof theirs);
+        same = theirs == key;
+    }
+    if (same) return true;
+    auto* dst = static_cast<std::byte*>(all);
+    for (int m = 0; m < members_; ++m) {
+        std::memcpy(dst + bytes * static_cast<std::size_t>(m), slot_of(m, bytes + shm_inline_bytes), bytes);
+    }
+    return false;
 }
 
 }  // namespace lockstep::detail

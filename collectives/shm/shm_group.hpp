@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace lockstep::detail {
@@ -46,12 +47,29 @@ struct ShmDescriptor {
     std::uint32_t unused2 = 0;
 };
 
-struct alignas(64) ShmLine {
-    std::atomic<std::uint32_t> count{0};    // barriers this process has passed (the futex word)
-    std::atomic<std::uint32_t> waiters{0};  // processes asleep on `count`
-    std::uint8_t unused[56];
-    ShmDescriptor descriptors[2];  // by the parity of the call
+// What every round publishes beside the count, in the same cache line: the call as the processes must agree on it,
+// and whether this process can take part (the arena path also compares its whole descriptor).
+struct ShmRecord {
+    std::uint32_t bytes = 0;  // the call's byte count (its low 32 bits)
+    std::uint8_t op = 0;
+    std::uint8_t reduce_op = 0;
+    std::uint8_t dtype = 0;
+    std::uint8_t eligible = 0;
+    std::int32_t root = -1;
 };
+static_assert(sizeof(ShmRecord) == 12);
+
+// Data of at most this many bytes per round travels in the count's cache line.
+inline constexpr std::size_t shm_inline_bytes = 16;
+
+struct alignas(64) ShmLine {
+    std::atomic<std::uint32_t> count{0};    // rounds this process has reached (the futex word)
+    std::atomic<std::uint32_t> waiters{0};  // processes asleep on `count`
+    ShmRecord records[2];                   // by the parity of the round
+    std::byte inline_data[2][shm_inline_bytes];
+    ShmDescriptor descriptors[2];  // the arena path's, by the parity of the round
+};
+static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && 8 + 2 * sizeof(ShmRecord) + 2 * shm_inline_bytes == 64);
 
 // The bytes a process can hand over per round of the small-message path, per parity: its two slots follow its line.
 inline constexpr std::size_t shm_slot_bytes = std::size_t{16} << 10;
@@ -101,9 +119,11 @@ public:
     bool broadcast(const Tensor& t, int root);
     bool reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root);
     bool barrier_call();
-    // Debug mode's signature exchange on a node: every process's `bytes` of `mine`, in rank order, into `all`
-    // (members x bytes). False when the group spans nodes (the caller uses MPI).
-    bool allgather_record(const void* mine, std::size_t bytes, void* all);
+    // Debug mode's signature exchange on a node. Every process publishes `bytes` of `mine` and its `key` (a digest of
+    // what must agree; 0: something is wrong here): true when every key is the same and not 0; false when they
+    // differ, with every process's record in rank order in `all` (members x bytes); nullopt when the exchange cannot
+    // go this way (spanning nodes, the path off: the caller uses MPI).
+    std::optional<bool> exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all);
 
     bool enabled = true;
     // The communicator has a watchdog timeout: processes that meet different calls on the small-message path wait for
@@ -112,30 +132,35 @@ public:
     std::uint64_t calls = 0;               // through the arena (either path)
     std::uint64_t small_calls = 0;         // of those, through the small-message path
     std::uint64_t hierarchical_calls = 0;  // of those, across nodes
-    std::uint64_t exchanges = 0;           // allgather_record calls (not in `calls`)
+    std::uint64_t exchanges = 0;           // exchange_record calls (not in `calls`)
 
 private:
     ShmGroup() = default;
     // Publishes `mine` and passes a barrier; true when every process of the node's group is eligible. Processes that
     // describe different calls (another op, root, reduce op, dtype or size: a mismatch debug mode would have caught
     // before) all throw the same DistributedOperationError naming each one's call, instead of pairing them.
-    bool publish(const ShmDescriptor& mine, bool small = false);
+    bool publish(const ShmDescriptor& mine);
+    // The small-message path's: the record only; processes that met different calls go to mismatch().
+    bool publish_small(const ShmRecord& mine);
     void barrier();
     // The rounds' parts: before this process writes its descriptor or slot for the next round, every peer has reached
     // the current one (so it has finished reading what this process wrote two rounds ago); arrive() moves this
     // process's count to the next round (waking its sleepers) and returns it; post() writes the descriptor and arrives.
     void ready_to_write();
     std::uint32_t arrive();
-    std::uint32_t post(const ShmDescriptor& mine);
+    std::uint32_t post(const ShmRecord& record, const ShmDescriptor* descriptor = nullptr);
     void wait_all(std::uint32_t target);
-    // Different calls met (members: the processes whose descriptors this process read, all when empty).
-    [[noreturn]] void mismatch(bool small, int member = -1) const;
+    // Different calls met on the small-message path (member: the one process whose record this process read; -1:
+    // every process's): the watchdog's report, or without one the error.
+    [[noreturn]] void mismatch(int member = -1) const;
     [[noreturn]] void throw_mismatch(int member = -1) const;
     [[nodiscard]] const ShmDescriptor& descriptor_of(int member) const noexcept;
+    [[nodiscard]] const ShmRecord& record_of(int member) const noexcept;
     void mpi(int rc, const char* call);
-    // The small-message path: this process's slot for the next round, and a peer's slot of the round just passed.
-    [[nodiscard]] std::byte* next_slot() const noexcept;
-    [[nodiscard]] const std::byte* slot_of(int member) const noexcept;
+    // The small-message path: this process's slot for `len` bytes in the next round, and a peer's of the round just
+    // posted (the count's line up to shm_inline_bytes, else the slot).
+    [[nodiscard]] std::byte* next_slot(std::size_t len) const noexcept;
+    [[nodiscard]] const std::byte* slot_of(int member, std::size_t len) const noexcept;
     bool small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op);
     bool small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op);
     bool small_allgather(const Tensor& in, const Tensor& out);
