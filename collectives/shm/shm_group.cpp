@@ -27,6 +27,7 @@
 #include <optional>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -47,6 +48,32 @@ void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
 #endif
+}
+
+// Whether the processor has fast string moves (ERMS: CPUID leaf 7, EBX bit 9).
+bool fast_string_moves() noexcept {
+#if defined(__x86_64__)
+    static const bool yes = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && ((b >> 9) & 1u) != 0;
+    }();
+    return yes;
+#else
+    return false;
+#endif
+}
+
+// A copy of a tensor's bytes between the arena's mappings. From 1 MiB, with fast string moves, `rep movsb`: glibc's
+// memcpy moves blocks this large with non-temporal stores, measured at 9.4-10.3 GB/s for 64 MiB between two mappings
+// of a /dev/shm object (4 KiB pages: the kernel's shmem THP is off) against 13.7-17.7 GB/s (AMD EPYC, 2 cores).
+void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
+#if defined(__x86_64__)
+    if (n >= (std::size_t{1} << 20) && fast_string_moves()) {
+        asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+        return;
+    }
+#endif
+    if (n > 0) std::memcpy(dst, src, n);
 }
 
 // Whether `count` has reached `target`, in wrapping 32-bit arithmetic.
@@ -434,8 +461,8 @@ bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
         if (m == index_) continue;
         const auto [plo, phi] = slice_of(in.numel(), members_, m, element);
         if (phi > plo) {
-            std::memcpy(at(d.output, plo), at(descriptor_of(m).output, plo),
-                        static_cast<std::size_t>(phi - plo) * element);
+            copy_bytes(at(d.output, plo), at(descriptor_of(m).output, plo),
+                       static_cast<std::size_t>(phi - plo) * element);
         }
     }
     barrier();  // no one reads my output any more
@@ -472,8 +499,8 @@ bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
     auto* target = static_cast<std::byte*>(out.data());
     for (int m = 0; m < members_; ++m) {
         if (in.nbytes() > 0) {
-            std::memcpy(target + in.nbytes() * static_cast<std::size_t>(m), arena_address(descriptor_of(m).input),
-                        in.nbytes());
+            copy_bytes(target + in.nbytes() * static_cast<std::size_t>(m), arena_address(descriptor_of(m).input),
+                       in.nbytes());
         }
     }
     barrier();
@@ -489,7 +516,7 @@ bool ShmGroup::broadcast(const Tensor& t, int root) {
     const bool eligible = t.device().is_cpu() && (!is_root || at);
     const ShmDescriptor d = describe(OpKind::Broadcast, t, at, 0, eligible, ReduceOp::Sum, root);
     if (!publish(d)) return false;
-    if (!is_root && t.nbytes() > 0) std::memcpy(t.data(), arena_address(descriptor_of(root).input), t.nbytes());
+    if (!is_root && t.nbytes() > 0) copy_bytes(t.data(), arena_address(descriptor_of(root).input), t.nbytes());
     barrier();
     ++calls;
     return true;
