@@ -23,11 +23,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-OPS = ["allreduce", "broadcast", "allgather", "reduce_scatter"]
+OPS = ["allreduce", "broadcast", "allgather", "reduce_scatter", "reduce"]
 # Plot and table order; style per variant.
 VARIANTS = [
     ("lockstep_shm", "lockstep, arena", dict(color="tab:red", marker="o", linewidth=2.2)),
     ("lockstep_mpi", "lockstep, MPI path", dict(color="tab:orange", marker="s")),
+    ("lockstep_debug", "lockstep, arena, debug mode", dict(color="tab:pink", marker="*")),
+    ("lockstep_shm_mt", "lockstep, arena, THREAD_MULTIPLE", dict(color="darkred", marker="o", linestyle=":")),
+    ("lockstep_mpi_mt", "lockstep, MPI path, THREAD_MULTIPLE", dict(color="tab:brown", marker="s", linestyle=":")),
+    ("mpi_malloc_mt", "MPI C, malloc, THREAD_MULTIPLE", dict(color="dimgray", marker="^", linestyle=":")),
     ("mpi_malloc", "MPI C, malloc", dict(color="black", marker="^", linewidth=2.0)),
     ("mpi_malloc_again", "MPI C, malloc, again (A/A: noise)", dict(color="silver", marker="1", linestyle="--")),
     ("mpi_hugepage", "MPI C, huge pages", dict(color="tab:gray", marker="v")),
@@ -81,10 +85,19 @@ def paired(row):
 
 
 def arena_taken(row):
-    return row is not None and "path=arena" in row["note"]
+    return row is not None and ("path=arena" in row["note"] or "path=small" in row["note"])
 
 
-def plot(data, images):
+def path_of(row):
+    if row is None:
+        return "not measured"
+    for path in ("small", "arena"):
+        if f"path={path}" in row["note"]:
+            return path
+    return "MPI"
+
+
+def plot(data, images, prefix="shm"):
     os.makedirs(images, exist_ok=True)
     written = []
     for (ranks, op), variants in sorted(data.items()):
@@ -135,7 +148,7 @@ def plot(data, images):
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax_t.legend(fontsize=8)
         fig.tight_layout()
-        path = os.path.join(images, f"shm_{op}_{ranks}ranks.png")
+        path = os.path.join(images, f"{prefix}_{op}_{ranks}ranks.png")
         fig.savefig(path, dpi=90)
         plt.close(fig)
         written.append(path)
@@ -162,7 +175,7 @@ def tables(data):
                 ratio = row["seconds_median"] / base[b]["seconds_median"]
                 cells.append(time_text(row["seconds_median"]) + ("" if v == "mpi_malloc" else f" ({ratio:.2f})"))
             arena = variants.get("lockstep_shm", {}).get(b)
-            path = "not measured" if arena is None else ("arena" if arena_taken(arena) else "MPI (fell back)")
+            path = path_of(arena)
             if arena is not None and "check=WRONG" in arena["note"]:
                 path += ", WRONG RESULT"
             out.append(f"| {size_text(b)} | " + " | ".join(cells) + f" | {path} |")
@@ -285,19 +298,65 @@ def train_table(results):
     return "\n".join(out) + "\n"
 
 
+def small_verdicts(data, ranks):
+    """The small-message path's targets on `ranks` ranks, on the ratio of medians (MPI_THREAD_SINGLE run)."""
+    lines = [f"Small-message targets ({ranks} ranks):\n"]
+    for op in OPS:
+        variants = data.get((ranks, op), {})
+        shm, raw, huge = (variants.get(v, {}) for v in ("lockstep_shm", "mpi_malloc", "mpi_hugepage"))
+        debug, memcpy = variants.get("lockstep_debug", {}), variants.get("memcpy", {})
+        if not shm or not raw:
+            continue
+        small = [b for b in sorted(shm) if b <= 4096 and b in raw]
+        worst_small = max((shm[b]["seconds_median"] / raw[b]["seconds_median"], b) for b in small) if small else None
+        if worst_small:
+            ok = "met" if worst_small[0] <= 0.6 else "MISSED"
+            lines.append(
+                f"- {op}: 4 B-4 KiB at most 0.6x raw MPI: **{ok}** (worst {worst_small[0]:.2f} at "
+                f"{size_text(worst_small[1])}; "
+                + ", ".join(f"{size_text(b)} {shm[b]['seconds_median'] / raw[b]['seconds_median']:.2f}" for b in small)
+                + ")"
+            )
+        over = []
+        for b in sorted(shm):
+            best = min(r[b]["seconds_median"] for r in (raw, huge) if b in r)
+            ratio = shm[b]["seconds_median"] / best
+            if ratio > 1.0:
+                over.append(f"{size_text(b)} {ratio:.2f}")
+        lines.append(
+            f"- {op}: every size at most 1.0x the better raw MPI: **{'met' if not over else 'MISSED'}**"
+            + (f" (over at {', '.join(over)})" if over else "")
+        )
+        big = 64 << 20
+        if op in ("broadcast", "allgather") and big in shm and big in memcpy:
+            ratio = shm[big]["seconds_median"] / memcpy[big]["seconds_median"]
+            lines.append(
+                f"- {op}: 64 MiB at most 1.2x the memcpy floor: **{'met' if ratio <= 1.2 else 'MISSED'}** ({ratio:.2f})"
+            )
+        if 4 in debug and 4 in shm:
+            extra = (debug[4]["seconds_median"] - shm[4]["seconds_median"]) * 1e6
+            lines.append(
+                f"- {op}: debug mode at most +0.2 µs at 4 B: **{'met' if extra <= 0.2 else 'MISSED'}** (+{extra:.2f} µs)"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="?", default="bench/shm/results")
     parser.add_argument("--images", default="docs/images")
     parser.add_argument("--markdown", default=None)
+    parser.add_argument("--prefix", default="shm", help="image names: PREFIX_<op>_<ranks>ranks.png")
     args = parser.parse_args()
     data = load(args.results)
     if not data:
         print(f"plot.py: no results in {args.results}", file=sys.stderr)
         return 1
-    for path in plot(data, args.images):
+    for path in plot(data, args.images, args.prefix):
         print(f"plot.py: {path}", file=sys.stderr)
     text = tables(data) + "\n" + "\n".join(verdicts(data, r) for r in sorted({k[0] for k in data}))
+    if any("lockstep_debug" in v for v in data.values()):
+        text += "\n" + "\n".join(small_verdicts(data, r) for r in sorted({k[0] for k in data}))
     train = train_table(args.results)
     if train:
         text += "\nTraining example, 2 ranks:\n\n" + train

@@ -78,6 +78,7 @@ Shape shape_of(const std::string& op, std::size_t bytes, int n) {
     const std::size_t block = std::max<std::size_t>(1, count / static_cast<std::size_t>(n));
     if (op == "allgather") return {block, block * static_cast<std::size_t>(n), block};
     if (op == "reduce_scatter") return {block * static_cast<std::size_t>(n), block, block};
+    if (op == "reduce") return {count, count, 0};  // out of place, to rank 0
     return {count, 0, 0};
 }
 
@@ -279,6 +280,17 @@ std::function<void()> floor_call(const std::string& op, const FloorSegment& seg,
             seg.barrier();
         };
     }
+    if (op == "reduce") {  // each process sums its slice of every input into rank 0's output
+        const std::size_t lo = s.in * static_cast<std::size_t>(r) / n, hi = s.in * static_cast<std::size_t>(r + 1) / n;
+        std::vector<const float*> src;
+        for (int j = 0; j < n; ++j) src.push_back(seg.in(j) + lo);
+        std::vector<float*> dst = {seg.out(0) + lo};
+        return [&seg, src, dst, len = hi - lo] {
+            seg.barrier();
+            sum_to_all(src, dst, len);
+            seg.barrier();
+        };
+    }
     if (op == "allgather") {
         return [&seg, n, r, block = s.block] {
             seg.barrier();
@@ -303,6 +315,7 @@ struct Variant {
     float* out = nullptr;
     std::function<void()> call;
     std::function<void()> before_batch = [] {};  // e.g. switch the communicator's shared-memory path
+    std::function<const float*()> result;        // where the result is, when not in `out` (or `in`)
     std::string note;
     bool has_data = true;  // false: the memcpy floor, whose result is not the op's
 };
@@ -312,6 +325,8 @@ std::function<void()> raw_call(const std::string& op, float* in, float* out, con
     if (op == "allreduce")
         return [=] { check_mpi(MPI_Allreduce(MPI_IN_PLACE, in, in_count, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce"); };
     if (op == "broadcast") return [=] { check_mpi(MPI_Bcast(in, in_count, MPI_FLOAT, 0, comm), "MPI_Bcast"); };
+    if (op == "reduce")
+        return [=] { check_mpi(MPI_Reduce(in, out, in_count, MPI_FLOAT, MPI_SUM, 0, comm), "MPI_Reduce"); };
     if (op == "allgather")
         return [=] { check_mpi(MPI_Allgather(in, block, MPI_FLOAT, out, block, MPI_FLOAT, comm), "MPI_Allgather"); };
     return [=] {
@@ -323,6 +338,7 @@ std::function<void()> lockstep_call(const std::string& op, Communicator& c, Tens
     if (op == "allreduce") return [&c, &in] { c.allreduce_(in); };
     if (op == "broadcast") return [&c, &in] { c.broadcast_(in, 0); };
     if (op == "allgather") return [&c, &in, &out] { c.allgather_into(in, out); };
+    if (op == "reduce") return [&c, &in, &out] { out = c.reduce(in, ReduceOp::Sum, 0); };  // out: the result tensor
     return [&c, &in, &out] { c.reduce_scatter_into(in, out); };
 }
 
@@ -330,9 +346,11 @@ std::function<void()> lockstep_call(const std::string& op, Communicator& c, Tens
 // otherwise): small integers, exact in float32. Built once per size, shared by the variants.
 struct Reference {
     std::vector<float> input, expected;
+    bool compared = true;  // false: this rank gets no result (a reduce's other ranks)
 };
 Reference reference_of(const std::string& op, int rank, int n, const Shape& s) {
     Reference ref{std::vector<float>(s.in), std::vector<float>(s.out ? s.out : s.in)};
+    ref.compared = op != "reduce" || rank == 0;
     const bool bcast = op == "broadcast", gather = op == "allgather", scatter = op == "reduce_scatter";
     for (std::size_t i = 0; i < s.in; ++i) {
         ref.input[i] = bcast    ? (rank == 0 ? static_cast<float>(i % 251 + 1) : -1.0f)
@@ -355,8 +373,8 @@ bool check(const Reference& ref, Variant& v, const Shape& s, MPI_Comm comm) {
     if (s.out) std::fill(v.out, v.out + s.out, -7.0f);
     v.before_batch();
     v.call();
-    const float* result = s.out ? v.out : v.in;
-    int wrong = std::memcmp(result, ref.expected.data(), ref.expected.size() * 4) != 0;
+    const float* result = v.result ? v.result() : s.out ? v.out : v.in;
+    int wrong = ref.compared && std::memcmp(result, ref.expected.data(), ref.expected.size() * 4) != 0;
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
     return !wrong;
 }
@@ -423,7 +441,8 @@ struct Context {
     bool one_node = true;
     int rank = 0, n = 1;
     bool quick = false;
-    std::string note;  // added to every row
+    std::string note;    // added to every row
+    std::string suffix;  // added to every variant's name (_mt: MPI at MPI_THREAD_MULTIPLE)
     bool verbose = false;
 };
 
@@ -467,6 +486,18 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
     if (bytes <= (std::size_t{1} << 20)) {
         variants.push_back(
             {"lockstep_debug", t_in.data<float>(), t_out.data<float>(), lockstep_call(op, cx.debug, t_in, t_out)});
+    }
+    // lockstep's reduce returns its result: a tensor of its own on rank 0 (no copy into t_out).
+    Tensor t_reduced;
+    if (op == "reduce") {
+        for (auto& v : variants) {
+            if (!v.name.starts_with("lockstep_")) continue;
+            Communicator& c = v.name == "lockstep_debug" ? cx.debug : comm;
+            v.call = lockstep_call(op, c, t_in, t_reduced);
+            v.result = [&t_reduced]() -> const float* {
+                return t_reduced.defined() ? t_reduced.data<float>() : nullptr;
+            };
+        }
     }
     // A/A: raw MPI a second time, on the same buffers: its ratio to mpi_malloc is the noise of the row. Up to 16 MiB
     // (above, every call costs the run seconds).
@@ -529,7 +560,7 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
             for (std::size_t i = 0; i < b.size(); ++i) pairs.push_back(b[i] / sample.batches[0][i]);
             v.note += fmt::format("{}paired ratio {:.3f}", v.note.empty() ? "" : "; ", median(pairs));
         }
-        rows += fmt::format("{},{},{},{},{:.9e},{:.9e},{},\"{}{}{}\"\n", n, op, bytes, v.name, med, fastest,
+        rows += fmt::format("{},{},{},{},{:.9e},{:.9e},{},\"{}{}{}\"\n", n, op, bytes, v.name + cx.suffix, med, fastest,
                             sample.calls_per_batch[k] * batches, cx.note, size_note, v.note);
         if (cx.verbose) {
             std::fprintf(stderr, "%-14s %8s %-16s %12.3f us  %s\n", op.c_str(), size_text(bytes).c_str(),
@@ -546,10 +577,10 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::vector<std::string> all_ops = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
+    const std::vector<std::string> all_ops = {"allreduce", "broadcast", "allgather", "reduce_scatter", "reduce"};
     std::vector<std::string> ops;
-    std::vector<std::size_t> sizes = {4,       1 << 10,  64 << 10, 1 << 20,
-                                      4 << 20, 16 << 20, 64 << 20, std::size_t{256} << 20};
+    std::vector<std::size_t> sizes = {4,       1 << 10, 4 << 10,  16 << 10, 64 << 10,
+                                      1 << 20, 4 << 20, 16 << 20, 64 << 20, std::size_t{256} << 20};
     std::size_t max_bytes = std::size_t{256} << 20;
     std::string out_path = "bench/shm/results/cpp.csv";
     std::string note;
@@ -588,6 +619,7 @@ int main(int argc, char** argv) {
         cx.rank = rt->identity().rank;
         cx.quick = quick;
         cx.note = note.empty() ? "" : note + "; ";
+        cx.suffix = thread_level == "multiple" ? "_mt" : "";
         cx.verbose = rt->identity().is_main_process();
         check_mpi(MPI_Comm_dup(rt->comm(), &cx.raw_comm), "MPI_Comm_dup");
         check_mpi(MPI_Comm_split_type(rt->comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &cx.node),
