@@ -491,7 +491,7 @@ bool ShmGroup::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) 
 }
 
 bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
-    if (small(out.nbytes())) return small_allgather(in, out);
+    if (small_copy(out.nbytes())) return small_allgather(in, out);
     if (spans_nodes() || !arena(in.nbytes())) return false;
     const auto in_at = place(in);
     const ShmDescriptor d = describe(OpKind::Allgather, in, in_at, 0, in_at && out.device().is_cpu());
@@ -509,7 +509,7 @@ bool ShmGroup::allgather(const Tensor& in, const Tensor& out) {
 }
 
 bool ShmGroup::broadcast(const Tensor& t, int root) {
-    if (small(t.nbytes())) return small_broadcast(t, root);
+    if (small_copy(t.nbytes())) return small_broadcast(t, root);
     if (spans_nodes() || !arena(t.nbytes())) return false;
     const bool is_root = index_ == root;
     const auto at = place(t);
@@ -523,7 +523,7 @@ bool ShmGroup::broadcast(const Tensor& t, int root) {
 }
 
 bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root) {
-    if (small(in.nbytes())) return small_reduce(in, out, op, root);
+    if (small_copy(in.nbytes())) return small_reduce(in, out, op, root);
     if (spans_nodes() || !arena(in.nbytes())) return false;
     const bool is_root = index_ == root;
     const auto in_at = place(in);

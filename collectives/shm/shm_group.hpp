@@ -73,6 +73,8 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && 8 + 2 * sizeof(ShmRecor
 
 // The bytes a process can hand over per round of the small-message path, per parity: its two slots follow its line.
 inline constexpr std::size_t shm_slot_bytes = std::size_t{16} << 10;
+// The largest broadcast, allgather (output) and reduce through the small-message path (measured: docs/benchmarks.md).
+inline constexpr std::size_t shm_small_copy_max = std::size_t{8} << 10;
 
 // What each process brings to a communicator when it joins (part of the join record).
 struct ShmJoin {
@@ -104,9 +106,14 @@ public:
     [[nodiscard]] bool reaches(std::size_t bytes) const noexcept {
         return enabled && (bytes >= threshold_ || small(bytes));
     }
-    // Whether a call of `bytes` (the op's whole buffer: the output of an allgather) takes the small-message path.
+    // Whether a call of `bytes` (the op's whole buffer: the output of an allgather) takes the small-message path:
+    // at most the group's shm_small_max, and for the ops that only copy (broadcast, allgather; reduce, whose root
+    // alone reads) at most shm_small_copy_max, above which the two copies through a slot lose to MPI's single copy.
     [[nodiscard]] bool small(std::size_t bytes) const noexcept {
         return small_max_ != 0 && bytes <= small_max_ && !spans_nodes();
+    }
+    [[nodiscard]] bool small_copy(std::size_t bytes) const noexcept {
+        return small(bytes) && bytes <= shm_small_copy_max;
     }
     [[nodiscard]] bool arena(std::size_t bytes) const noexcept { return bytes >= threshold_; }
     [[nodiscard]] bool spans_nodes() const noexcept { return cross_ != MPI_COMM_NULL; }
