@@ -579,8 +579,8 @@ std::string run_size(const Context& cx, const std::string& op, std::size_t bytes
 int main(int argc, char** argv) {
     const std::vector<std::string> all_ops = {"allreduce", "broadcast", "allgather", "reduce_scatter", "reduce"};
     std::vector<std::string> ops;
-    std::vector<std::size_t> sizes = {4,        1 << 10, 4 << 10, 8 << 10,  16 << 10, 32 << 10,
-                                      64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, std::size_t{256} << 20};
+    std::vector<std::size_t> sizes = {4,        64,       256,     1 << 10, 4 << 10,  8 << 10,  16 << 10,
+                                      32 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, std::size_t{256} << 20};
     std::size_t max_bytes = std::size_t{256} << 20;
     std::string out_path = "bench/shm/results/cpp.csv";
     std::string note;
