@@ -41,8 +41,10 @@ namespace {
 constexpr std::size_t slots_at = (sizeof(ShmLine) + 63) / 64 * 64;
 constexpr std::size_t line_bytes = (slots_at + 2 * shm_slot_bytes + 511) / 512 * 512;
 
-// The op value of debug mode's signature exchange in a descriptor (not a row of the operation table).
+// Op values of a round's record that are not rows of the operation table: debug mode's signature exchange, and the
+// later rounds of a call on the arena path.
 constexpr std::uint8_t signature_exchange = 0xfe;
+constexpr std::uint8_t inside_arena_call = 0xfd;
 
 void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,39 +81,6 @@ void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
 // Whether `count` has reached `target`, in wrapping 32-bit arithmetic.
 bool reached(std::uint32_t count, std::uint32_t target) noexcept {
     return static_cast<std::int32_t>(count - target) >= 0;
-}
-
-// Waits until the line's count reaches `target`. With a core of its own (`spin`), it first spins for at most 10
-// microseconds, measured by the clock (a pause instruction lasts 10 to 140 cycles depending on the processor), for a
-// peer that is on its way; then it yields the core a while, which is all it does first when the node's processes
-// outnumber its cores (the late peer may need this very core); then it sleeps on the futex, woken by the peer's next
-// barrier or after 2 ms at most. It never burns a core for long while a peer is late.
-void wait_for(ShmLine& line, std::uint32_t target, bool spin) noexcept {
-    const auto done = [&] { return reached(line.count.load(std::memory_order_acquire), target); };
-    if (spin) {
-        const auto start = std::chrono::steady_clock::now();
-        do {
-            for (int i = 0; i < 32; ++i) {
-                if (done()) return;
-                cpu_relax();
-            }
-        } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(10));
-    }
-    for (int i = 0; i < 100; ++i) {
-        if (done()) return;
-        ::sched_yield();
-    }
-    for (;;) {
-        line.waiters.fetch_add(1, std::memory_order_seq_cst);
-        const std::uint32_t seen = line.count.load(std::memory_order_seq_cst);
-        if (!reached(seen, target)) {
-            const timespec nap{0, 2'000'000};
-            (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&line.count), FUTEX_WAIT, seen, &nap, nullptr,
-                            0);
-        }
-        line.waiters.fetch_sub(1, std::memory_order_seq_cst);
-        if (done()) return;
-    }
 }
 
 // Whether the node's `members` processes can each have a core of the machine (its online processors: a process
@@ -292,13 +261,79 @@ void ShmGroup::mpi(int rc, const char* call) {
     check_mpi(rc, call);
 }
 
-std::uint32_t ShmGroup::arrive() {
+// Waits until `member` has reached round `target` (its ring line for the round shows it). With a core of its own
+// (spin_), it first spins for at most 10 microseconds, measured by the clock (a pause instruction lasts 10 to 140
+// cycles depending on the processor), for a peer that is on its way; then it yields the core a while, which is all it
+// does first when the node's processes outnumber its cores (the late peer may need this very core); then it sleeps on
+// the peer's count (a futex), woken by its next round or after 2 ms at most. It never burns a core for long while a
+// peer is late.
+void ShmGroup::wait_round(int member, std::uint32_t target) const noexcept {
+    ShmLine& line = *lines_[static_cast<std::size_t>(member)];
+    const std::atomic<std::uint32_t>& round = line.rounds[target % shm_ring].round;
+    const auto done = [&] { return reached(round.load(std::memory_order_acquire), target); };
+    if (done()) return;
+    if (spin_) {
+        const auto start = std::chrono::steady_clock::now();
+        do {
+            for (int i = 0; i < 32; ++i) {
+                if (done()) return;
+                cpu_relax();
+            }
+        } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(10));
+    }
+    for (int i = 0; i < 100; ++i) {
+        if (done()) return;
+        ::sched_yield();
+    }
+    for (;;) {
+        line.waiters.fetch_add(1, std::memory_order_seq_cst);
+        const std::uint32_t seen = line.count.load(std::memory_order_seq_cst);
+        if (!reached(seen, target)) {
+            const timespec nap{0, 2'000'000};
+            (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&line.count), FUTEX_WAIT, seen, &nap, nullptr,
+                            0);
+        }
+        line.waiters.fetch_sub(1, std::memory_order_seq_cst);
+        if (done()) return;
+    }
+}
+
+void ShmGroup::wait_all(std::uint32_t target) {
+    if (reached(confirmed_, target)) return;
+    // Every peer has reached `target`, and as far as their counts say, further: the rounds up to the least of them
+    // need no look at the peers' lines again (a process ahead of its peers reads one of their lines every few rounds,
+    // not every round).
+    std::uint32_t least = count_;
+    for (int m = 0; m < members_; ++m) {
+        if (m == index_) continue;
+        wait_round(m, target);
+        const std::uint32_t seen = lines_[static_cast<std::size_t>(m)]->count.load(std::memory_order_acquire);
+        const std::uint32_t at = reached(seen, target) ? seen : target;
+        if (!reached(at, least)) least = at;
+    }
+    confirmed_ = reached(least, target) ? least : target;
+}
+
+// Before this process writes round k: its ring line k was last read in round k - shm_ring, its slot and descriptor
+// of k's parity in round k - 2, and a process has read everything of a round before it reaches the next.
+void ShmGroup::ready_to_write(bool uses_slot) {
+    const std::uint32_t next = count_ + 1u;
+    wait_all(uses_slot ? next - 1u : next - static_cast<std::uint32_t>(shm_ring) + 1u);
+}
+
+std::uint32_t ShmGroup::post(const ShmRecord& record, const ShmDescriptor* descriptor, bool uses_slot) {
+    ready_to_write(uses_slot || descriptor != nullptr);
     const std::uint32_t target = ++count_;
+    round_ = target;
+    ShmRound& line = mine_->rounds[target % shm_ring];
+    line.record = record;
+    if (descriptor != nullptr) mine_->descriptors[target & 1] = *descriptor;
+    line.round.store(target, std::memory_order_release);
     mine_->count.store(target, std::memory_order_release);
     // A process that may sleep at once (the node's processes outnumber its cores) must see the count or be woken: the
-    // fence orders the store before the load of `waiters`. With a core each, a peer sleeps only after spinning 10 µs
+    // fence orders the stores before the load of `waiters`. With a core each, a peer sleeps only after spinning 10 µs
     // and yielding, and a wake-up lost to the reordering costs it the futex's 2 ms timeout; without the fence the
-    // store does not wait for its line, which is most of a small call's time.
+    // stores do not wait for their lines, which is most of a small call's time.
     if (!spin_) std::atomic_thread_fence(std::memory_order_seq_cst);
     if (mine_->waiters.load(std::memory_order_relaxed) != 0) {
         (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&mine_->count), FUTEX_WAKE, INT_MAX, nullptr,
@@ -307,28 +342,11 @@ std::uint32_t ShmGroup::arrive() {
     return target;
 }
 
-void ShmGroup::wait_all(std::uint32_t target) {
-    if (reached(confirmed_, target)) return;
-    for (ShmLine* line : lines_) {
-        if (line != mine_) wait_for(*line, target, spin_);
-    }
-    confirmed_ = target;
-}
-
-void ShmGroup::ready_to_write() {
-    wait_all(count_);  // nothing to wait for after a round that every process waited for
-}
-
-std::uint32_t ShmGroup::post(const ShmRecord& record, const ShmDescriptor* descriptor) {
-    ready_to_write();
-    parity_ = count_ + 1u;
-    mine_->records[parity_ & 1] = record;
-    if (descriptor != nullptr) mine_->descriptors[parity_ & 1] = *descriptor;
-    return arrive();
-}
-
 void ShmGroup::barrier() {
-    wait_all(arrive());
+    // A round inside an arena call: its record says so, so that a process in another call never reads an old one.
+    ShmRecord inside;
+    inside.op = inside_arena_call;
+    wait_all(post(inside));
 }
 
 namespace {
@@ -383,8 +401,10 @@ void ShmGroup::throw_mismatch(int member) const {
     for (int m = 0; m < members_; ++m) {
         if (member >= 0 && m != member && m != index_) continue;
         const ShmRecord& d = record_of(m);
-        if (d.op == signature_exchange) {
-            calls += fmt::format("  process {}: debug mode's signature exchange\n", m);
+        if (d.op == signature_exchange || d.op == inside_arena_call) {
+            calls += fmt::format("  process {}: {}\n", m,
+                                 d.op == signature_exchange ? "debug mode's signature exchange"
+                                                            : "inside a collective through the arena");
             continue;
         }
         const auto op = static_cast<OpKind>(d.op);
@@ -403,11 +423,11 @@ void ShmGroup::throw_mismatch(int member) const {
 }
 
 const ShmDescriptor& ShmGroup::descriptor_of(int member) const noexcept {
-    return lines_[static_cast<std::size_t>(member)]->descriptors[parity_ & 1];
+    return lines_[static_cast<std::size_t>(member)]->descriptors[round_ & 1];
 }
 
 const ShmRecord& ShmGroup::record_of(int member) const noexcept {
-    return lines_[static_cast<std::size_t>(member)]->records[parity_ & 1];
+    return lines_[static_cast<std::size_t>(member)]->rounds[round_ % shm_ring].record;
 }
 
 bool ShmGroup::allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -563,16 +583,18 @@ ShmRecord small_record(OpKind op, const Tensor& in, bool eligible, ReduceOp redu
 }
 }  // namespace
 
-std::byte* ShmGroup::next_slot(std::size_t len) const noexcept {
-    const std::size_t p = (count_ + 1u) & 1u;
-    if (len <= shm_inline_bytes) return mine_->inline_data[p];
-    return reinterpret_cast<std::byte*>(mine_) + slots_at + p * shm_slot_bytes;
+std::byte* ShmGroup::next_slot(std::size_t len) {
+    const std::uint32_t next = count_ + 1u;
+    const bool inline_data = len <= shm_inline_bytes;
+    ready_to_write(!inline_data);
+    if (inline_data) return mine_->rounds[next % shm_ring].data;
+    return reinterpret_cast<std::byte*>(mine_) + slots_at + (next & 1u) * shm_slot_bytes;
 }
 
 const std::byte* ShmGroup::slot_of(int member, std::size_t len) const noexcept {
     ShmLine* line = lines_[static_cast<std::size_t>(member)];
-    if (len <= shm_inline_bytes) return line->inline_data[parity_ & 1];
-    return reinterpret_cast<const std::byte*>(line) + slots_at + (parity_ & 1) * shm_slot_bytes;
+    if (len <= shm_inline_bytes) return line->rounds[round_ % shm_ring].data;
+    return reinterpret_cast<const std::byte*>(line) + slots_at + (round_ & 1u) * shm_slot_bytes;
 }
 
 bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -588,7 +610,6 @@ bool ShmGroup::small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op)
         const std::int64_t len = std::min(per_round, count - at);
         const std::size_t offset = static_cast<std::size_t>(at) * element;
         const std::size_t bytes = static_cast<std::size_t>(len) * element;
-        ready_to_write();
         if (eligible && len > 0) std::memcpy(next_slot(bytes), src + offset, bytes);
         if (!publish_small(r)) return false;  // only ever in the first round: eligibility is the call's
         // Every process reduces every element, in the order of the processes: the same bits everywhere.
@@ -616,7 +637,6 @@ bool ShmGroup::small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceO
         const std::int64_t len = std::min(per_round, block - at);
         const std::size_t stretch = static_cast<std::size_t>(len) * element;
         const std::size_t bytes = stretch * static_cast<std::size_t>(members_);
-        ready_to_write();
         if (eligible && len > 0) {
             std::byte* slot = next_slot(bytes);
             for (int m = 0; m < members_; ++m) {
@@ -648,7 +668,6 @@ bool ShmGroup::small_allgather(const Tensor& in, const Tensor& out) {
     std::size_t at = 0;
     do {
         const std::size_t len = std::min(shm_slot_bytes, total - at);
-        ready_to_write();
         if (eligible && len > 0) std::memcpy(next_slot(len), src + at, len);
         if (!publish_small(r)) return false;
         if (len > 0) {
@@ -676,11 +695,10 @@ bool ShmGroup::small_broadcast(const Tensor& t, int root) {
     std::size_t at = 0;
     do {
         const std::size_t len = std::min(shm_slot_bytes, total - at);
-        ready_to_write();
         if (is_root && len > 0) std::memcpy(next_slot(len), data + at, len);
         const std::uint32_t round = post(r);
         if (!is_root) {
-            wait_for(*lines_[static_cast<std::size_t>(root)], round, spin_);
+            wait_round(root, round);
             if (!same_call(record_of(root), r)) mismatch(root);
             if (len > 0) std::memcpy(data + at, slot_of(root, len), len);
         }
@@ -711,7 +729,6 @@ bool ShmGroup::small_reduce(const Tensor& in, const Tensor* out, ReduceOp op, in
         const std::int64_t len = std::min(per_round, count - at);
         const std::size_t offset = static_cast<std::size_t>(at) * element;
         const std::size_t bytes = static_cast<std::size_t>(len) * element;
-        ready_to_write();
         if (!is_root && len > 0) std::memcpy(next_slot(bytes), src + offset, bytes);
         const std::uint32_t round = post(r);
         if (is_root) {
@@ -751,17 +768,16 @@ std::optional<bool> ShmGroup::exchange_record(const void* mine, std::size_t byte
     r.bytes = static_cast<std::uint32_t>(bytes);
     r.eligible = 1;
     r.op = signature_exchange;
-    ready_to_write();
     // The whole record into the slot, its key beside the count: when every key is the same, no process reads another's
     // record (the line of the count is all that moves).
     std::memcpy(next_slot(bytes + shm_inline_bytes), mine, bytes);
-    std::memcpy(mine_->inline_data[(count_ + 1u) & 1u], &key, sizeof key);
+    std::memcpy(mine_->rounds[(count_ + 1u) % shm_ring].data, &key, sizeof key);
     publish_small(r);
     ++exchanges;
     bool same = key != 0;
     for (int m = 0; m < members_ && same; ++m) {
         std::uint64_t theirs = 0;
-        std::memcpy(&theirs, lines_[static_cast<std::size_t>(m)]->inline_data[parity_ & 1], sizeof theirs);
+        std::memcpy(&theirs, lines_[static_cast<std::size_t>(m)]->rounds[round_ % shm_ring].data, sizeof theirs);
         same = theirs == key;
     }
     if (same) return true;

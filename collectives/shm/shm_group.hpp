@@ -59,17 +59,25 @@ struct ShmRecord {
 };
 static_assert(sizeof(ShmRecord) == 12);
 
-// Data of at most this many bytes per round travels in the count's cache line.
-inline constexpr std::size_t shm_inline_bytes = 16;
+// Each round's record, and its data when it has at most shm_inline_bytes, travel in one cache line with the round's
+// number: a reader waits on that line and finds everything in it. A process has shm_ring of them, used in turn, so
+// that a process whose peers need not wait for it (a broadcast's root, a reduce's other processes) runs up to
+// shm_ring - 1 rounds ahead with small data.
+inline constexpr std::size_t shm_ring = 8;
+inline constexpr std::size_t shm_inline_bytes = 48;
+struct alignas(64) ShmRound {
+    std::atomic<std::uint32_t> round{0};  // the round this line holds
+    ShmRecord record;
+    std::byte data[shm_inline_bytes];
+};
+static_assert(sizeof(ShmRound) == 64);
 
 struct alignas(64) ShmLine {
-    std::atomic<std::uint32_t> count{0};    // rounds this process has reached (the futex word)
+    std::atomic<std::uint32_t> count{0};    // rounds this process has reached (the futex word of sleepers)
     std::atomic<std::uint32_t> waiters{0};  // processes asleep on `count`
-    ShmRecord records[2];                   // by the parity of the round
-    std::byte inline_data[2][shm_inline_bytes];
-    ShmDescriptor descriptors[2];  // the arena path's, by the parity of the round
+    ShmRound rounds[shm_ring];              // by the round's number modulo shm_ring
+    ShmDescriptor descriptors[2];           // the arena path's, by the parity of the round
 };
-static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && 8 + 2 * sizeof(ShmRecord) + 2 * shm_inline_bytes == 64);
 
 // The bytes a process can hand over per round of the small-message path, per parity: its two slots follow its line.
 inline constexpr std::size_t shm_slot_bytes = std::size_t{16} << 10;
@@ -150,13 +158,15 @@ private:
     // The small-message path's: the record only; processes that met different calls go to mismatch().
     bool publish_small(const ShmRecord& mine);
     void barrier();
-    // The rounds' parts: before this process writes its descriptor or slot for the next round, every peer has reached
-    // the current one (so it has finished reading what this process wrote two rounds ago); arrive() moves this
-    // process's count to the next round (waking its sleepers) and returns it; post() writes the descriptor and arrives.
-    void ready_to_write();
-    std::uint32_t arrive();
-    std::uint32_t post(const ShmRecord& record, const ShmDescriptor* descriptor = nullptr);
+    // The rounds' parts. ready_to_write: before this process writes the next round, every peer has finished reading
+    // what this process wrote there before (uses_slot: the round writes a slot or descriptor of its parity, read two
+    // rounds ago; otherwise its ring line only, read shm_ring rounds ago). post(): the record (and descriptor) into
+    // the next round's line, then the round's number into that line and the count (waking sleepers); returns the
+    // round. wait_all / wait_round: until every peer / `member` has reached `target`.
+    void ready_to_write(bool uses_slot);
+    std::uint32_t post(const ShmRecord& record, const ShmDescriptor* descriptor = nullptr, bool uses_slot = false);
     void wait_all(std::uint32_t target);
+    void wait_round(int member, std::uint32_t target) const noexcept;
     // Different calls met on the small-message path (member: the one process whose record this process read; -1:
     // every process's): the watchdog's report, or without one the error.
     [[noreturn]] void mismatch(int member = -1) const;
@@ -164,9 +174,9 @@ private:
     [[nodiscard]] const ShmDescriptor& descriptor_of(int member) const noexcept;
     [[nodiscard]] const ShmRecord& record_of(int member) const noexcept;
     void mpi(int rc, const char* call);
-    // The small-message path: this process's slot for `len` bytes in the next round, and a peer's of the round just
-    // posted (the count's line up to shm_inline_bytes, else the slot).
-    [[nodiscard]] std::byte* next_slot(std::size_t len) const noexcept;
+    // The small-message path: this process's slot for `len` bytes in the next round (ready for it), and a peer's of the
+    // round just posted (the round's ring line up to shm_inline_bytes, else the slot of its parity).
+    [[nodiscard]] std::byte* next_slot(std::size_t len);
     [[nodiscard]] const std::byte* slot_of(int member, std::size_t len) const noexcept;
     bool small_allreduce(const Tensor& in, const Tensor& out, ReduceOp op);
     bool small_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op);
@@ -183,7 +193,7 @@ private:
     std::size_t small_max_ = 0;  // the smallest shm_small_max of the group's processes
     std::uint32_t count_ = 0;
     std::uint32_t confirmed_ = 0;     // every peer has reached this round
-    std::uint64_t parity_ = 0;        // the round whose descriptors and slots are read
+    std::uint32_t round_ = 0;         // the round whose records, descriptors and slots are read
     MPI_Comm cross_ = MPI_COMM_NULL;  // the processes with this index on every node (spanning nodes only)
     int cross_rank_ = 0;              // this process's rank in cross_ (0: the first node's)
     std::uint64_t* mpi_calls_ = nullptr;
