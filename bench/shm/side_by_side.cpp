@@ -590,6 +590,8 @@ int main(int argc, char** argv) {
         "and huge pages, a minimal shared-memory floor and memcpy (run under mpirun; writes CSV)"};
     app.add_option("--op", ops, "Only this op (repeatable)")->check(CLI::IsMember(all_ops));
     app.add_option("--max-bytes", max_bytes, "Largest size in bytes")->capture_default_str();
+    std::size_t min_bytes = 0;
+    app.add_option("--min-bytes", min_bytes, "Smallest size in bytes")->capture_default_str();
     app.add_option("--out", out_path, "CSV file, written by the main process")->capture_default_str();
     app.add_option("--note", note, "Text put at the start of every row's note (e.g. oversubscribed)");
     app.add_flag("--quick", quick, "3 batches per size");
@@ -606,7 +608,7 @@ int main(int argc, char** argv) {
     if (!note.empty()) note += "; ";
     note += "thread=" + thread_level;
     if (ops.empty()) ops = all_ops;
-    std::erase_if(sizes, [&](std::size_t b) { return b > max_bytes; });
+    std::erase_if(sizes, [&](std::size_t b) { return b > max_bytes || b < min_bytes; });
 
     std::optional<ScopedRuntime> scoped(std::in_place);  // ended before this program's MPI_Finalize
     ScopedRuntime& rt = *scoped;
