@@ -335,9 +335,8 @@ def small_verdicts(data, ranks):
             )
         if 4 in debug and 4 in shm:
             extra = (debug[4]["seconds_median"] - shm[4]["seconds_median"]) * 1e6
-            lines.append(
-                f"- {op}: debug mode at most +0.2 µs at 4 B: **{'met' if extra <= 0.2 else 'MISSED'}** (+{extra:.2f} µs)"
-            )
+            verdict = "met" if extra <= 0.2 else "MISSED"
+            lines.append(f"- {op}: debug mode at most +0.2 µs at 4 B: **{verdict}** (+{extra:.2f} µs)")
     return "\n".join(lines) + "\n"
 
 

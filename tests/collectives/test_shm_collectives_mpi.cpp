@@ -615,7 +615,8 @@ BOOST_AUTO_TEST_CASE(copies_of_a_mebibyte_and_more) {
     }
     BOOST_TEST_CONTEXT("allreduce of 1 MiB + 12 bytes") {
         check({comm(), t, Kind::Allreduce, [&] { return comm().allreduce(x); },
-               reduced(DType::Float32, ReduceOp::Sum, n, shape_numel(big)), tolerance(DType::Float32, ReduceOp::Sum, n)});
+               reduced(DType::Float32, ReduceOp::Sum, n, shape_numel(big)),
+               tolerance(DType::Float32, ReduceOp::Sum, n)});
     }
 }
 
