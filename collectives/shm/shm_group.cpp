@@ -346,7 +346,9 @@ void ShmGroup::barrier() {
     // A round inside an arena call: its record says so, so that a process in another call never reads an old one.
     ShmRecord inside;
     inside.op = inside_arena_call;
+    const std::uint32_t published = round_;
     wait_all(post(inside));
+    round_ = published;  // the call's descriptors stay the ones its later steps read (the hierarchical copies)
 }
 
 namespace {
