@@ -321,8 +321,8 @@ void ShmGroup::ready_to_write(bool uses_slot) {
     wait_all(uses_slot ? next - 1u : next - static_cast<std::uint32_t>(shm_ring) + 1u);
 }
 
-std::uint32_t ShmGroup::post(const ShmRecord& record, const ShmDescriptor* descriptor, bool uses_slot) {
-    ready_to_write(uses_slot || descriptor != nullptr);
+std::uint32_t ShmGroup::post(const ShmRecord& record, const ShmDescriptor* descriptor) {
+    ready_to_write(descriptor != nullptr);
     const std::uint32_t target = ++count_;
     round_ = target;
     ShmRound& line = mine_->rounds[target % shm_ring];
@@ -568,20 +568,18 @@ bool ShmGroup::reduce(const Tensor& in, const Tensor* out, ReduceOp op, int root
 }
 
 // The small-message path: a call goes in rounds of at most a slot per process. In each round a process that has
-// something to hand over copies it into its slot for the round's parity (up to 16 bytes: into its control line's first
-// cache line, beside its count), writes its record there and moves its count to the round (one store; no MPI call,
+// something to hand over copies it into its round line (up to shm_inline_bytes) or into its slot of the round's
+// parity, writes its record into the round line and stores the round's number there and into its count (no MPI call,
 // no lock), then waits for the processes it reads from: every one for allreduce, allgather, reduce_scatter and
 // barrier, only the root for a broadcast's other processes, every one for a reduce's root, none for a broadcast's root
-// or a reduce's other processes (these return at once, as MPI's small messages do). A slot or record of round k is
-// written again at round k + 2 only, once every peer has reached round k + 1: by then each has finished reading round
-// k (ready_to_write). Whoever reads a record checks it against its own.
+// or a reduce's other processes (these return at once, as MPI's small messages do). A round line is written again
+// shm_ring rounds later, a slot two rounds later, each only once every peer has finished reading it (ready_to_write).
+// Whoever reads a record checks it against its own.
 
 namespace {
 ShmRecord small_record(OpKind op, const Tensor& in, bool eligible, ReduceOp reduce_op = ReduceOp::Sum,
                        int root = -1) noexcept {
-    return {static_cast<std::uint32_t>(in.nbytes()),     static_cast<std::uint8_t>(op),
-            static_cast<std::uint8_t>(reduce_op),        static_cast<std::uint8_t>(in.dtype()),
-            static_cast<std::uint8_t>(eligible ? 1 : 0), root};
+    return compact(describe(op, in, std::nullopt, 0, eligible, reduce_op, root));
 }
 }  // namespace
 

@@ -1,9 +1,11 @@
 #pragma once
 // Collectives through the node's shared-memory arena (internal; the arena is runtime/shared_memory.cpp).
 //
-// A communicator whose processes all have the arena gets a ShmGroup. Each process owns one control line in its own
-// segment: a barrier counter (also a futex word) and the descriptors of its current call, two of them used in turn so
-// that a fast process's next call never overwrites what a slow one is still reading. A call that reaches the group
+// A communicator whose processes all have the arena gets a ShmGroup. Each process owns one control block in its own
+// segment: a count of the rounds it has reached (also a futex word), a ring of round lines (each round's record of
+// the call and its small data), the arena path's descriptors and the small-message path's slots, each reused only
+// once every peer has finished reading it. Calls of at most shm_small_max bytes take the small-message path (see
+// shm_group.cpp), whatever their tensors. A larger call that reaches the group
 // (shared memory on, and as many bytes as the largest threshold of the group's processes: the same decision on every
 // process of a valid call) publishes its descriptor: where its tensors lie in the arena (offsets from the object's
 // start, which every process maps at its own address), its byte count and whether it can take part. After one
@@ -164,7 +166,7 @@ private:
     // the next round's line, then the round's number into that line and the count (waking sleepers); returns the
     // round. wait_all / wait_round: until every peer / `member` has reached `target`.
     void ready_to_write(bool uses_slot);
-    std::uint32_t post(const ShmRecord& record, const ShmDescriptor* descriptor = nullptr, bool uses_slot = false);
+    std::uint32_t post(const ShmRecord& record, const ShmDescriptor* descriptor = nullptr);
     void wait_all(std::uint32_t target);
     void wait_round(int member, std::uint32_t target) const noexcept;
     // Different calls met on the small-message path (member: the one process whose record this process read; -1:
