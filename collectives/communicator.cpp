@@ -95,15 +95,27 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     debug = options.debug.value_or(cfg.debug);
     timeout = options.timeout.value_or(cfg.timeout);
     tsc = detail::ticks_are_tsc();
+    LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
+    // A progress thread calls MPI while the program's threads do: only with MPI_THREAD_MULTIPLE.
+    progress_thread = options.progress_thread.value_or(cfg.progress_thread) && thread_level == MPI_THREAD_MULTIPLE;
+    // Raise mode runs the collectives on the progress thread: refused without one (before any MPI call, so that every
+    // process, given the same settings, refuses alike).
+    raising = options.on_timeout.value_or(cfg.on_timeout) == OnTimeout::Raise && timeout > 0.0;
+    if (raising && !progress_thread) {
+        throw ConfigError(source_of(cfg, "on_timeout", options.on_timeout.has_value()),
+                          fmt::format("on_timeout 'raise' needs the communicator's progress thread, and it has none "
+                                      "({}); use on_timeout 'end', or run with MPI_THREAD_MULTIPLE "
+                                      "(LOCKSTEP_MPI_THREAD_LEVEL=multiple) and progress_thread on",
+                                      thread_level != MPI_THREAD_MULTIPLE
+                                          ? "MPI gives a thread level below MPI_THREAD_MULTIPLE"
+                                          : "progress_thread is off"));
+    }
     LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &comm));
     LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     LOCKSTEP_MPI_CHECK(MPI_Comm_dup(comm, &control));
     LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
     LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
-    LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
-    // A progress thread calls MPI while the program's threads do: only with MPI_THREAD_MULTIPLE.
-    progress_thread = options.progress_thread.value_or(cfg.progress_thread) && thread_level == MPI_THREAD_MULTIPLE;
     // One exchange checks the settings that must agree, sets up the watchdog's view of this communicator and agrees
     // on its id.
     auto& watchdog = detail::Watchdog::instance();
@@ -130,7 +142,10 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
         world_ranks.push_back(j.endpoint.world_rank);
     }
     communicator_counter() = id + 1;
-    const detail::Boards boards = watchdog.register_communicator(id, std::move(members), timeout);
+    detail::TimeoutAction on_timed_out;
+    if (raising) on_timed_out = [this](const std::string& report) { timed_out(report); };
+    const detail::Boards boards =
+        watchdog.register_communicator(id, std::move(members), timeout, std::move(on_timed_out));
     if (timeout > 0.0) {
         board = boards.collectives;
         p2p_board = boards.point_to_point;
@@ -160,12 +175,51 @@ detail::AsyncQueue& Communicator::Impl::queue() {
         // The queue's view shares this Impl without owning it; the queue goes first (in ~Impl).
         async = std::make_unique<detail::AsyncQueue>(
             Communicator(std::unique_ptr<Impl>(this)), [](Communicator& view) { (void)view.impl_.release(); },
-            progress_thread);
+            progress_thread, /*caller_runs=*/!raising);
     }
     return *async;
 }
 
+// The watchdog found a collective of this communicator stuck past its timeout, in raise mode: the waiting calls (the
+// one on the progress thread and those queued behind it) fail with a TimeoutError that carries the report, and the
+// communicator is broken from now on. The stuck MPI call stays on the progress thread: MPI cannot cancel it.
+void Communicator::Impl::timed_out(const std::string& report) {
+    // The report's first line and the line that names the call ("Operation: `lockstep::allreduce` #2 ...").
+    std::string headline = report.substr(0, report.find('\n'));
+    if (const auto at = report.find("\nOperation: "); at != std::string::npos) {
+        headline += "; " + report.substr(at + 1, report.find('\n', at + 1) - at - 1);
+    }
+    {
+        std::scoped_lock lock(broken_mutex);
+        broken_headline = headline;
+    }
+    broken.store(true, std::memory_order_release);
+    get_logger("lockstep.watchdog")
+        .error(every_rank, "{}; the calls waiting on this communicator (id {}) raise a TimeoutError (on_timeout raise)",
+               headline, id);
+    const auto error = std::make_exception_ptr(TimeoutError(
+        fmt::format("{}\nThis communicator can no longer be used (on_timeout raise): MPI cannot cancel the call, which "
+                    "stays pending on the communicator's progress thread. Free the communicator and go on with "
+                    "others (e.g. the world's), or end the process.",
+                    report)));
+    if (async != nullptr) async->fail(error);
+}
+
+void Communicator::Impl::throw_broken() const {
+    std::string headline;
+    {
+        std::scoped_lock lock(broken_mutex);
+        headline = broken_headline;
+    }
+    throw TimeoutError(fmt::format(
+        "this communicator (id {}) timed out earlier and can no longer be used (on_timeout raise): {}\nMPI cannot "
+        "cancel the call that timed out; free this communicator and go on with another one (e.g. the world's), or end "
+        "the process.",
+        id, headline));
+}
+
 std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::CallInfo& call) {
+    check_usable();
     auto w = std::make_shared<detail::WorkState>();
     w->id = detail::next_work_id();
     w->record = detail::board_record(call, 0);
@@ -233,9 +287,20 @@ void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, c
 
 Communicator::Communicator(MPI_Comm comm, CommunicatorOptions options) : impl_(std::make_unique<Impl>(comm, options)) {}
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+// A communicator broken by a timeout (on_timeout raise) is abandoned, not freed: its progress thread is still inside
+// the MPI call that timed out, on this Impl, its queue and its MPI communicators, and would use them if that call ever
+// returned; freeing the MPI communicators could wait for it too.
+Communicator::~Communicator() {
+    if (impl_ != nullptr && impl_->broken.load(std::memory_order_acquire)) (void)impl_.release();
+}
 Communicator::Communicator(Communicator&&) noexcept = default;
-Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+    if (this != &other) {
+        Communicator old(std::move(*this));
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
 
 int Communicator::rank() const noexcept {
     return impl_->rank;
@@ -283,26 +348,55 @@ bool Communicator::shared_memory() const noexcept {
     return impl_->shm != nullptr && impl_->shm->enabled;
 }
 
-Communicator Communicator::split(int color, int key) const {
+OnTimeout Communicator::on_timeout() const noexcept {
+    return impl_->raising ? OnTimeout::Raise : OnTimeout::End;
+}
+
+bool Communicator::timed_out() const noexcept {
+    return impl_->broken.load(std::memory_order_acquire);
+}
+
+namespace {
+// What a new communicator made from `parent` gets: `given`, and the parent's settings where it leaves them unset.
+CommunicatorOptions inherited_options(const Communicator& parent, std::optional<bool> shared_memory,
+                                      const CommunicatorOptions& given) {
+    CommunicatorOptions o = given;
+    if (!o.debug) o.debug = parent.debug();
+    if (!o.timeout) o.timeout = parent.timeout();
+    if (!o.shared_memory) o.shared_memory = shared_memory;
+    if (!o.on_timeout) o.on_timeout = parent.on_timeout();
+    return o;
+}
+}  // namespace
+
+Communicator Communicator::split(int color, int key, const CommunicatorOptions& options) const {
     if (color < 0) {
         throw InvalidArgumentError(fmt::format("split: color {} must be >= 0 (every rank joins one sub-group)", color));
     }
+    impl_->check_usable();
     impl_->drain();
+    const CommunicatorOptions made_options = inherited_options(*this, impl_->inherited_shared_memory(), options);
     MPI_Comm part = MPI_COMM_NULL;
     LOCKSTEP_MPI_CHECK(MPI_Comm_split(impl_->comm, color, key, &part));
-    CommunicatorOptions options{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()};
-    auto impl = std::make_unique<Impl>(part, options);
+    std::unique_ptr<Impl> impl;
+    try {
+        impl = std::make_unique<Impl>(part, made_options);
+    } catch (...) {
+        MPI_Comm_free(&part);
+        throw;
+    }
     LOCKSTEP_MPI_CHECK(MPI_Comm_free(&part));
     return Communicator(std::move(impl));
 }
 
-Communicator Communicator::dup() const {
+Communicator Communicator::dup(const CommunicatorOptions& options) const {
+    impl_->check_usable();
     impl_->drain();
-    return Communicator(std::make_unique<Impl>(
-        impl_->comm, CommunicatorOptions{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()}));
+    return Communicator(
+        std::make_unique<Impl>(impl_->comm, inherited_options(*this, impl_->inherited_shared_memory(), options)));
 }
 
-Communicator Communicator::create_group(std::span<const int> ranks, int tag) const {
+Communicator Communicator::create_group(std::span<const int> ranks, int tag, const CommunicatorOptions& given) const {
     std::vector<bool> seen(static_cast<std::size_t>(impl_->size), false);
     bool member = false;
     for (const int r : ranks) {
@@ -324,6 +418,7 @@ Communicator Communicator::create_group(std::span<const int> ranks, int tag) con
             impl_->rank, fmt::join(ranks, ", ")));
     }
     if (tag < 0) throw InvalidArgumentError(fmt::format("create_group: tag {} must be >= 0", tag));
+    impl_->check_usable();
     impl_->drain();
     MPI_Group all = MPI_GROUP_NULL;
     MPI_Group part = MPI_GROUP_NULL;
@@ -337,7 +432,7 @@ Communicator Communicator::create_group(std::span<const int> ranks, int tag) con
     const int rc_create = MPI_Comm_create_group(impl_->control, part, tag, &made);
     MPI_Group_free(&part);
     detail::check_mpi(rc_create, "MPI_Comm_create_group");
-    CommunicatorOptions options{impl_->debug, impl_->timeout, impl_->inherited_shared_memory()};
+    const CommunicatorOptions options = inherited_options(*this, impl_->inherited_shared_memory(), given);
     std::unique_ptr<Impl> impl;
     try {
         impl = std::make_unique<Impl>(made, options);
@@ -351,6 +446,10 @@ Communicator Communicator::create_group(std::span<const int> ranks, int tag) con
 
 void Communicator::reject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
                                std::exception_ptr error, CallSite site) {
+    if (impl_->via_queue()) {
+        ireject_call(op, input, root, reduce_op, error, site).wait();
+        std::rethrow_exception(error);
+    }
     impl_->run(
         {.op = op, .input = input, .root = root, .reduce_op = reduce_op, .site = site},
         [&] { std::rethrow_exception(error); }, [] {});

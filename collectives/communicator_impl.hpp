@@ -38,6 +38,7 @@
 #include <climits>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <source_location>
 #include <string_view>
@@ -51,6 +52,7 @@ struct alignas(64) Communicator::Impl {
     int size = 1;
     bool debug = false;
     bool tsc = false;                // detail::ticks_are_tsc(), read once
+    bool raising = false;            // on_timeout raise: every collective runs in the queue (via_queue)
     detail::Board* board = nullptr;  // the watchdog's board of collectives; null when the timeout is 0
     std::uint64_t sequence = 0;
     std::uint64_t collectives = 0;            // CommunicatorStats::collectives
@@ -168,6 +170,25 @@ struct alignas(64) Communicator::Impl {
         return shm->enabled;
     }
 
+    // on_timeout raise (communicator.cpp). Every blocking collective's entry point starts with
+    //     if (impl_->via_queue()) return i<op>(...).result();
+    // so that the call runs on the progress thread and the caller waits on its Work, which the watchdog fails with a
+    // TimeoutError when the call outlives the timeout (timed_out); the communicator is then broken, and every later
+    // call on it throws at once (check_usable).
+    [[nodiscard]] bool via_queue() const noexcept {
+        if (!raising) return false;
+        const detail::WorkState* here = detail::AsyncQueue::running_here();
+        return here == nullptr || here->queue != async.get();
+    }
+    void timed_out(const std::string& report);  // the watchdog's thread, registry lock held
+    void check_usable() const {
+        if (broken.load(std::memory_order_acquire)) [[unlikely]] throw_broken();
+    }
+    [[noreturn]] void throw_broken() const;
+    std::atomic<bool> broken{false};
+    mutable std::mutex broken_mutex;
+    std::string broken_headline;  // under broken_mutex: the first line of the report
+
     // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
     std::unique_ptr<detail::AsyncQueue> async;
     bool progress_thread = true;
@@ -217,6 +238,12 @@ struct alignas(64) Communicator::Impl {
 };
 
 namespace detail {
+
+// The in-place forms' raise-mode path (Impl::via_queue): waits for the queued call, then returns its tensor.
+inline Tensor& waited(Work work, Tensor& t) {
+    work.wait();
+    return t;
+}
 
 // MPI counts are ints.
 [[nodiscard]] inline int checked_count(std::int64_t n, std::string_view what) {

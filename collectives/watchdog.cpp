@@ -36,10 +36,12 @@ void Watchdog::set_phase(std::string phase) {
     state_->phase = std::move(phase);
 }
 
-Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout) {
+Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout,
+                                      TimeoutAction on_timeout) {
     std::scoped_lock lock(state_->registry_mutex);
     State::Registered& entry = state_->registered[comm_id];
     entry.members = std::move(members);
+    entry.on_timeout = std::move(on_timeout);
     for (auto& w : entry.boards) w.board = std::make_unique<Board>(comm_id, timeout, &state_->completions);
     return Boards{entry.boards[0].board.get(), entry.boards[1].board.get()};
 }

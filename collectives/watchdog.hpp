@@ -9,7 +9,10 @@
 // one hang). The lowest world rank waiting in any of those calls prints the report (op, call number, shape, seconds
 // waited, where the processes are on each communicator, what each process is doing); then it tells every process of
 // the job to end, and each ends itself with exit code 124 (the reporter, if the launcher lets the job run on after
-// those exits, aborts it with that code). A stuck send or recv is reported by the process that waits,
+// those exits, aborts it with that code). A communicator registered with a TimeoutAction (on_timeout raise) is
+// handled apart: when its collective outlives the timeout, each waiting process builds the same report itself and
+// hands it to the action (which fails the waiting calls with a TimeoutError); nothing ends, and the communicator's
+// calls are not checked again. A stuck send or recv is reported by the process that waits,
 // with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
 //
 // The parts: the boards (watchdog/board.hpp), the channel (watchdog/channel.hpp), the thread (watchdog/thread.cpp)
@@ -19,12 +22,17 @@
 #include "watchdog/board.hpp"
 #include "watchdog/endpoint.hpp"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace lockstep::detail {
+
+// What a communicator in on_timeout raise mode does with the report of its stuck collective (called on a watchdog
+// thread, once, with the registry lock held: it must not call the watchdog back).
+using TimeoutAction = std::function<void(const std::string& report)>;
 
 // The watchdog's verdict on this process, once it found a call stuck (the report it printed or was told of); nullopt
 // before. Communicator::async_error reads it.
@@ -38,9 +46,11 @@ public:
     [[nodiscard]] bool running() const noexcept;
     // This process's endpoint, to be exchanged over a new communicator.
     [[nodiscard]] Endpoint endpoint() const;
-    // The members of a communicator, in its rank order, and its watchdog timeout (0: never reported). The boards stay
-    // valid until forget_communicator.
-    [[nodiscard]] Boards register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout);
+    // The members of a communicator, in its rank order, and its watchdog timeout (0: never reported); with an action,
+    // a stuck collective of it is handed to the action instead of ending the job. The boards stay valid until
+    // forget_communicator.
+    [[nodiscard]] Boards register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout,
+                                               TimeoutAction on_timeout = {});
     void forget_communicator(std::uint64_t comm_id);
     // Names what lockstep uses one of its own communicators for (e.g. its start-up checks): reports then say
     // "`lockstep::allgather` #1 ... in <label>" rather than show an internal call as if it were the program's.

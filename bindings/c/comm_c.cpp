@@ -45,6 +45,14 @@ CommunicatorOptions comm_options(const lockstep_comm_options_t* options, const c
     if (o.debug >= 0) co.debug = o.debug != 0;
     if (o.timeout >= 0.0) co.timeout = o.timeout;
     if (o.shared_memory >= 0) co.shared_memory = o.shared_memory != 0;
+    if (o.on_timeout == LOCKSTEP_ON_TIMEOUT_END) co.on_timeout = OnTimeout::End;
+    if (o.on_timeout == LOCKSTEP_ON_TIMEOUT_RAISE) co.on_timeout = OnTimeout::Raise;
+    if (o.on_timeout < -1 || o.on_timeout > LOCKSTEP_ON_TIMEOUT_RAISE) {
+        fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+             fmt::format("{}: on_timeout {} is not -1 (from the configuration), LOCKSTEP_ON_TIMEOUT_END or "
+                         "LOCKSTEP_ON_TIMEOUT_RAISE",
+                         entry, o.on_timeout));
+    }
     return co;
 }
 
@@ -406,9 +414,16 @@ lockstep_status_t lockstep_comm_get_mpi(lockstep_comm_t comm, MPI_Comm* out) {
 }
 
 lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32_t key, lockstep_comm_t* out) {
+    return lockstep_comm_split_with_options(comm, color, key, nullptr, out);
+}
+
+lockstep_status_t lockstep_comm_split_with_options(lockstep_comm_t comm, int32_t color, int32_t key,
+                                                   const lockstep_comm_options_t* options, lockstep_comm_t* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
         Communicator& c = communicator(comm, "lockstep_comm_split");
+        const CommunicatorOptions given = options != nullptr ? comm_options(options, "lockstep_comm_split_with_options")
+                                                             : CommunicatorOptions{};
         if (color == LOCKSTEP_UNDEFINED_COLOR) {
             // Takes part in the split without joining a group.
             MPI_Comm none = MPI_COMM_NULL;
@@ -416,27 +431,54 @@ lockstep_status_t lockstep_comm_split(lockstep_comm_t comm, int32_t color, int32
             *out = nullptr;
             return;
         }
-        *out = new_comm_handle(std::make_unique<Communicator>(c.split(color, key)), false);
+        *out = new_comm_handle(std::make_unique<Communicator>(c.split(color, key, given)), false);
     });
 }
 
 lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockstep_comm_t* out) {
+    return lockstep_comm_dup_with_options(comm, nullptr, out);
+}
+
+lockstep_status_t lockstep_comm_dup_with_options(lockstep_comm_t comm, const lockstep_comm_options_t* options,
+                                                 lockstep_comm_t* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
-        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm, "lockstep_comm_dup").dup()), false);
+        const CommunicatorOptions given =
+            options != nullptr ? comm_options(options, "lockstep_comm_dup_with_options") : CommunicatorOptions{};
+        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm, "lockstep_comm_dup").dup(given)),
+                               false);
     });
 }
 
 lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t* ranks, size_t count, int32_t tag,
                                              lockstep_comm_t* out) {
+    return lockstep_comm_create_group_with_options(comm, ranks, count, tag, nullptr, out);
+}
+
+lockstep_status_t lockstep_comm_create_group_with_options(lockstep_comm_t comm, const int32_t* ranks, size_t count,
+                                                          int32_t tag, const lockstep_comm_options_t* options,
+                                                          lockstep_comm_t* out) {
     return guarded(comm, [&] {
         require_out(out, "out");
         if (ranks == nullptr && count > 0)
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, "lockstep_comm_create_group: ranks is NULL");
+        const CommunicatorOptions given = options != nullptr
+                                              ? comm_options(options, "lockstep_comm_create_group_with_options")
+                                              : CommunicatorOptions{};
         std::vector<int> list(ranks, ranks + count);
-        *out = new_comm_handle(
-            std::make_unique<Communicator>(communicator(comm, "lockstep_comm_create_group").create_group(list, tag)),
-            false);
+        *out = new_comm_handle(std::make_unique<Communicator>(
+                                   communicator(comm, "lockstep_comm_create_group").create_group(list, tag, given)),
+                               false);
+    });
+}
+
+lockstep_status_t lockstep_comm_get_on_timeout(lockstep_comm_t comm, int32_t* on_timeout, int32_t* timed_out) {
+    return guarded(comm, [&] {
+        const Communicator& c = communicator(comm, "lockstep_comm_get_on_timeout");
+        if (on_timeout != nullptr) {
+            *on_timeout = c.on_timeout() == OnTimeout::Raise ? LOCKSTEP_ON_TIMEOUT_RAISE : LOCKSTEP_ON_TIMEOUT_END;
+        }
+        if (timed_out != nullptr) *timed_out = c.timed_out() ? 1 : 0;
     });
 }
 

@@ -227,9 +227,21 @@ typedef struct lockstep_comm_options {
     int32_t debug;         /* -1 from the configuration, 0 off, 1 on */
     int32_t shared_memory; /* -1 default, 0 off, 1 on (when the node's arena is active) */
     double timeout;        /* seconds; < 0 from the configuration, 0 no watchdog */
+    /* What a call that outlives the timeout does: -1 from the configuration (LOCKSTEP_ON_TIMEOUT), or one of the
+     * LOCKSTEP_ON_TIMEOUT_* values below. Appended in 1.x: a struct_size without it reads -1. */
+    int32_t on_timeout;
+    int32_t reserved2; /* 0 (not read) */
 } lockstep_comm_options_t;
 #define LOCKSTEP_COMM_OPTIONS_INIT \
-    { sizeof(lockstep_comm_options_t), 0, -1, -1, -1.0 }
+    { sizeof(lockstep_comm_options_t), 0, -1, -1, -1.0, -1, 0 }
+/* on_timeout: END prints the watchdog's report and ends the job with exit code 124 (the default). RAISE fails the
+ * stuck collective with LOCKSTEP_ERROR_TIMEOUT on the processes that waited (the last error is the report: the ranks
+ * that never arrived and what they were doing) and leaves the communicator broken: every later call on it returns
+ * LOCKSTEP_ERROR_TIMEOUT at once; free it (no MPI call is made then) and go on with other communicators. RAISE runs
+ * the communicator's collectives on its progress thread and needs one: LOCKSTEP_ERROR_CONFIG where there is none
+ * (MPI below MPI_THREAD_MULTIPLE, or LOCKSTEP_PROGRESS_THREAD off). Sends and receives always end the job. */
+#define LOCKSTEP_ON_TIMEOUT_END 0
+#define LOCKSTEP_ON_TIMEOUT_RAISE 1
 
 /* The communicator over the runtime's processes (made by lockstep_init: no communication here). Free the handle with
  * lockstep_comm_free; the world communicator itself lives until lockstep_finalize. */
@@ -250,6 +262,23 @@ LOCKSTEP_C_API lockstep_status_t lockstep_comm_dup(lockstep_comm_t comm, lockste
  * the other ranks do not take part. Every member passes the same list and tag. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_create_group(lockstep_comm_t comm, const int32_t* ranks, size_t count,
                                                             int32_t tag, lockstep_comm_t* out);
+/* lockstep_comm_split, lockstep_comm_dup and lockstep_comm_create_group with options for the new communicator: what
+ * they leave at "from the configuration" (-1) comes from comm (debug, timeout, shared_memory, on_timeout). options may
+ * be NULL. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_split_with_options(lockstep_comm_t comm, int32_t color, int32_t key,
+                                                                  const lockstep_comm_options_t* options,
+                                                                  lockstep_comm_t* out);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_dup_with_options(lockstep_comm_t comm,
+                                                                const lockstep_comm_options_t* options,
+                                                                lockstep_comm_t* out);
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_create_group_with_options(lockstep_comm_t comm, const int32_t* ranks,
+                                                                         size_t count, int32_t tag,
+                                                                         const lockstep_comm_options_t* options,
+                                                                         lockstep_comm_t* out);
+/* The communicator's on_timeout (LOCKSTEP_ON_TIMEOUT_END or LOCKSTEP_ON_TIMEOUT_RAISE), and whether a call on it
+ * timed out in raise mode (1: it is broken, every call returns LOCKSTEP_ERROR_TIMEOUT). Either pointer may be NULL. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_on_timeout(lockstep_comm_t comm, int32_t* on_timeout,
+                                                              int32_t* timed_out);
 /* Frees the handle (and the communicator, unless it is the world's). Every member, in the same order, and never
  * while another thread is in a call on it. NULL is a no-op; a handle freed already is LOCKSTEP_ERROR_INVALID_ARGUMENT.
  */

@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,20 +43,55 @@ py::object communicator_or_none(lockstep_comm_t handle) {
     return py::cast(Communicator(handle));
 }
 
+// "end" or "raise" (any case), or None: LOCKSTEP_ON_TIMEOUT_END/RAISE, or -1 (from the configuration).
+int32_t to_on_timeout(const py::object& value, const Argument& where) {
+    const auto text = to_optional_string(value, where);
+    if (!text) return -1;
+    std::string lower = *text;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "end") return LOCKSTEP_ON_TIMEOUT_END;
+    if (lower == "raise") return LOCKSTEP_ON_TIMEOUT_RAISE;
+    raise_python(PyExc_ValueError,
+                 fmt::format("{}: {} must be 'end' or 'raise' (or None: from the configuration), got {}",
+                             where.function, where.name, py::repr(value).cast<std::string>()));
+}
+
 lockstep_comm_options_t comm_options(const char* function, const py::object& debug, const py::object& timeout,
-                                     const py::object& shared_memory) {
+                                     const py::object& shared_memory, const py::object& on_timeout) {
     lockstep_comm_options_t options = LOCKSTEP_COMM_OPTIONS_INIT;
     if (const auto on = to_optional_bool(debug, {function, "debug"})) options.debug = *on ? 1 : 0;
-    if (const auto seconds = to_optional_double(timeout, {function, "timeout"})) options.timeout = *seconds;
+    if (const auto seconds = to_optional_double(timeout, {function, "timeout"})) {
+        if (!(*seconds >= 0.0)) {
+            raise_python(PyExc_ValueError,
+                         fmt::format("{}: timeout must be a number of seconds >= 0 (0: no watchdog), got {}", function,
+                                     *seconds));
+        }
+        options.timeout = *seconds;
+    }
     if (const auto on = to_optional_bool(shared_memory, {function, "shared_memory"}))
         options.shared_memory = *on ? 1 : 0;
+    options.on_timeout = to_on_timeout(on_timeout, {function, "on_timeout"});
     return options;
 }
 
+// A communicator made from another (split, dup, create_group) by `make`, the GIL released meanwhile.
+template <typename Make>
+py::object derived_communicator(const lockstep_comm_options_t& options, Make&& make) {
+    lockstep_comm_t out = nullptr;
+    lockstep_status_t status;
+    {
+        py::gil_scoped_release release;
+        status = make(&options, &out);
+    }
+    check(status);
+    return communicator_or_none(out);
+}
+
 py::object communicator_from_fortran(const char* function, int64_t fortran_handle, const py::object& debug,
-                                     const py::object& timeout, const py::object& shared_memory) {
+                                     const py::object& timeout, const py::object& shared_memory,
+                                     const py::object& on_timeout) {
     ensure_init();
-    const lockstep_comm_options_t options = comm_options(function, debug, timeout, shared_memory);
+    const lockstep_comm_options_t options = comm_options(function, debug, timeout, shared_memory, on_timeout);
     lockstep_comm_t handle = nullptr;
     lockstep_status_t status;
     {
@@ -195,27 +231,29 @@ void bind_communicator(py::module_& m) {
     comm.def_static("world", &world_communicator, "The communicator over every process of the runtime.")
         .def_static(
             "from_fortran",
-            [](py::object handle, py::object debug, py::object timeout, py::object shared_memory) {
+            [](py::object handle, py::object debug, py::object timeout, py::object shared_memory,
+               py::object on_timeout) {
                 constexpr const char* where = "Communicator.from_fortran";
                 return communicator_from_fortran(where, to_integer<int64_t>(handle, {where, "handle"}), debug, timeout,
-                                                 shared_memory);
+                                                 shared_memory, on_timeout);
             },
             py::arg("handle"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
-            py::arg("shared_memory") = py::none(),
+            py::arg("shared_memory") = py::none(), py::arg("on_timeout") = py::none(),
             "A communicator over a duplicate of an MPI communicator given by its Fortran handle (collective).")
         .def_static(
             "from_mpi4py",
-            [](py::object mpi4py_comm, py::object debug, py::object timeout, py::object shared_memory) {
+            [](py::object mpi4py_comm, py::object debug, py::object timeout, py::object shared_memory,
+               py::object on_timeout) {
                 // Comm.py2f() is MPI_Comm_c2f of mpi4py's handle, in the MPI that mpi4py and lockstep share.
                 constexpr const char* where = "Communicator.from_mpi4py";
                 ensure_init();
                 if (!py::hasattr(mpi4py_comm, "py2f"))
                     raise_type(mpi4py_comm, {where, "comm"}, "an mpi4py communicator");
                 const auto handle = to_integer<int64_t>(mpi4py_comm.attr("py2f")(), {where, "comm.py2f()"});
-                return communicator_from_fortran(where, handle, debug, timeout, shared_memory);
+                return communicator_from_fortran(where, handle, debug, timeout, shared_memory, on_timeout);
             },
             py::arg("comm"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
-            py::arg("shared_memory") = py::none(),
+            py::arg("shared_memory") = py::none(), py::arg("on_timeout") = py::none(),
             "A communicator over a duplicate of an mpi4py communicator (collective over it).")
         .def_property_readonly("rank", &Communicator::rank)
         .def_property_readonly("size", &Communicator::size)
@@ -251,52 +289,61 @@ void bind_communicator(py::module_& m) {
                 check(lockstep_comm_set_step(c.handle(), value));
             },
             py::arg("step"))
+        .def_property_readonly("on_timeout",
+                               [](const Communicator& c) {
+                                   int32_t mode = 0;
+                                   check(lockstep_comm_get_on_timeout(c.handle(), &mode, nullptr));
+                                   return std::string(mode == LOCKSTEP_ON_TIMEOUT_RAISE ? "raise" : "end");
+                               })
+        .def_property_readonly("timed_out",
+                               [](const Communicator& c) {
+                                   int32_t timed_out = 0;
+                                   check(lockstep_comm_get_on_timeout(c.handle(), nullptr, &timed_out));
+                                   return timed_out != 0;
+                               })
         .def(
             "split",
-            [](Communicator& c, py::object color, py::object key_object) {
+            [](Communicator& c, py::object color, py::object key_object, py::object timeout, py::object on_timeout) {
                 const int32_t colour = to_optional_integer<int32_t>(color, {"Communicator.split", "color"})
                                            .value_or(LOCKSTEP_UNDEFINED_COLOR);
                 const auto key = to_integer<int32_t>(key_object, {"Communicator.split", "key"});
-                lockstep_comm_t handle = c.handle();
-                lockstep_comm_t out = nullptr;
-                lockstep_status_t status;
-                {
-                    py::gil_scoped_release release;
-                    status = lockstep_comm_split(handle, colour, key, &out);
-                }
-                check(status);
-                return communicator_or_none(out);
+                const lockstep_comm_t handle = c.handle();
+                return derived_communicator(
+                    comm_options("Communicator.split", py::none(), timeout, py::none(), on_timeout),
+                    [&](const lockstep_comm_options_t* o, lockstep_comm_t* out) {
+                        return lockstep_comm_split_with_options(handle, colour, key, o, out);
+                    });
             },
-            py::arg("color"), py::arg("key") = 0)
-        .def("dup",
-             [](Communicator& c) {
-                 lockstep_comm_t handle = c.handle();
-                 lockstep_comm_t out = nullptr;
-                 lockstep_status_t status;
-                 {
-                     py::gil_scoped_release release;
-                     status = lockstep_comm_dup(handle, &out);
-                 }
-                 check(status);
-                 return communicator_or_none(out);
-             })
+            py::arg("color"), py::arg("key") = 0, py::kw_only(), py::arg("timeout") = py::none(),
+            py::arg("on_timeout") = py::none())
+        .def(
+            "dup",
+            [](Communicator& c, py::object timeout, py::object on_timeout) {
+                const lockstep_comm_t handle = c.handle();
+                return derived_communicator(
+                    comm_options("Communicator.dup", py::none(), timeout, py::none(), on_timeout),
+                    [&](const lockstep_comm_options_t* o, lockstep_comm_t* out) {
+                        return lockstep_comm_dup_with_options(handle, o, out);
+                    });
+            },
+            py::kw_only(), py::arg("timeout") = py::none(), py::arg("on_timeout") = py::none())
         .def(
             "create_group",
-            [](Communicator& c, py::object ranks_object, py::object tag_object) {
+            [](Communicator& c, py::object ranks_object, py::object tag_object, py::object timeout,
+               py::object on_timeout) {
                 const std::vector<int32_t> ranks =
                     to_integers<int32_t>(ranks_object, {"Communicator.create_group", "ranks"}, false);
                 const auto tag = to_integer<int32_t>(tag_object, {"Communicator.create_group", "tag"});
-                lockstep_comm_t handle = c.handle();
-                lockstep_comm_t out = nullptr;
-                lockstep_status_t status;
-                {
-                    py::gil_scoped_release release;
-                    status = lockstep_comm_create_group(handle, ranks.data(), ranks.size(), tag, &out);
-                }
-                check(status);
-                return communicator_or_none(out);
+                const lockstep_comm_t handle = c.handle();
+                return derived_communicator(
+                    comm_options("Communicator.create_group", py::none(), timeout, py::none(), on_timeout),
+                    [&](const lockstep_comm_options_t* o, lockstep_comm_t* out) {
+                        return lockstep_comm_create_group_with_options(handle, ranks.data(), ranks.size(), tag, o,
+                                                                       out);
+                    });
             },
-            py::arg("ranks"), py::arg("tag") = 0)
+            py::arg("ranks"), py::arg("tag") = 0, py::kw_only(), py::arg("timeout") = py::none(),
+            py::arg("on_timeout") = py::none())
         .def(
             "_reject",
             [](Communicator& c, py::object kind_object, py::object root_object, py::object message_object) {

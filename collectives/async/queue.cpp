@@ -10,8 +10,8 @@ const WorkState* AsyncQueue::running_here() noexcept {
     return running_on_this_thread;
 }
 
-AsyncQueue::AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded)
-    : view_(std::move(view)), release_view_(release_view) {
+AsyncQueue::AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded, bool caller_runs)
+    : view_(std::move(view)), release_view_(release_view), caller_runs_(caller_runs || !threaded) {
     if (threaded) thread_ = std::thread([this] { loop(); });
     register_queue(this);
 }
@@ -29,7 +29,30 @@ void AsyncQueue::shutdown() {
         stop_ = true;
     }
     wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    // A failed queue's thread may be inside an MPI call that never returns: it is left behind.
+    if (failed()) {
+        thread_.detach();
+    } else {
+        thread_.join();
+    }
+}
+
+void AsyncQueue::fail(const std::exception_ptr& error) {
+    std::deque<std::shared_ptr<WorkState>> queued;
+    std::shared_ptr<WorkState> running;
+    {
+        std::scoped_lock lock(mutex_);
+        failed_.store(true, std::memory_order_release);
+        queued.swap(queue_);
+        running = running_;
+    }
+    if (running != nullptr) running->complete(error);
+    for (const auto& state : queued) {
+        state->body = nullptr;
+        state->complete(error);
+    }
+    idle_.notify_all();
 }
 
 void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
@@ -44,6 +67,11 @@ void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
 }
 
 void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
+    {
+        std::scoped_lock lock(mutex_);
+        if (state->done()) return;  // failed while queued (fail())
+        running_ = state;
+    }
     state->phase.store(WorkPhase::Running, std::memory_order_release);
     running_on_this_thread = state.get();
     std::exception_ptr failure;
@@ -59,6 +87,7 @@ void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
     {
         std::scoped_lock lock(mutex_);
         unfinished_.fetch_sub(1, std::memory_order_acq_rel);
+        running_ = nullptr;
         state->complete(failure);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
@@ -94,14 +123,15 @@ bool AsyncQueue::run_next() {
 void AsyncQueue::drain() {
     // What is queued runs here unless the thread is running it: a blocking call after non-blocking ones does not wait
     // for the thread to be woken.
-    if (std::unique_lock running(exec_mutex_, std::try_to_lock); running.owns_lock() || !threaded()) {
+    if (std::unique_lock running(exec_mutex_, std::try_to_lock);
+        caller_runs_ && (running.owns_lock() || !threaded())) {
         if (!running.owns_lock()) running.lock();
         while (run_next()) {
         }
         if (!threaded()) return;
     }
     std::unique_lock lock(mutex_);
-    idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    idle_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0 || failed(); });
 }
 
 bool AsyncQueue::run_through(WorkState& state, std::chrono::steady_clock::time_point deadline) {
@@ -110,7 +140,7 @@ bool AsyncQueue::run_through(WorkState& state, std::chrono::steady_clock::time_p
         // A wait without a time limit runs the queue up to `state` on the calling thread when the progress thread is
         // not running it (the one way without a thread): a collective issued and waited for at once costs no thread
         // wake-up. One with a limit leaves it to the thread, since a collective cannot be left half done.
-        if (forever || !threaded()) {
+        if ((forever && caller_runs_) || !threaded()) {
             std::unique_lock running(exec_mutex_, std::try_to_lock);
             if (!threaded() && !running.owns_lock()) running.lock();
             if (running.owns_lock()) {

@@ -10,6 +10,11 @@
 // the queue up to the operation they are asked about, on the calling thread. A blocking collective on the communicator
 // first waits for the queue to empty (drain), so that it starts after the non-blocking ones issued before it, as on
 // every other rank.
+//
+// A communicator whose timeout raises (on_timeout raise) has every collective run here, on the thread, with the caller
+// waiting: the caller never runs the queue itself, so that when the watchdog finds the running collective stuck it
+// can fail it and everything queued behind it (fail()) and the callers return with a TimeoutError while the stuck MPI
+// call stays on the thread (MPI cannot cancel it).
 
 #include "work_state.hpp"
 
@@ -27,7 +32,8 @@ class AsyncQueue {
 public:
     // `view` refers to the communicator's Impl without owning it; `release_view` gives up that reference when the
     // queue goes (the Impl outlives its queue).
-    AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded);
+    // `caller_runs`: whether a waiting caller may run the queue itself (not in on_timeout raise mode).
+    AsyncQueue(Communicator view, void (*release_view)(Communicator&), bool threaded, bool caller_runs = true);
     ~AsyncQueue();  // shutdown()
     // Runs what is queued, then stops the thread (idempotent): the communicator calls it while its pointer to the
     // queue is still intact, since the collectives that run meanwhile read it.
@@ -36,8 +42,12 @@ public:
     AsyncQueue& operator=(const AsyncQueue&) = delete;
 
     void submit(std::shared_ptr<WorkState> state);
-    // Returns once every collective submitted so far has completed.
+    // Returns once every collective submitted so far has completed, or the queue failed.
     void drain();
+    // Completes the running collective and every queued one with `error` (their waiters return with it); the running
+    // one's MPI call goes on on the thread, which shutdown() then leaves behind rather than joins.
+    void fail(const std::exception_ptr& error);
+    [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
     // Returns once `state` has completed: with a thread, waits (at most until `deadline`, returning false when it
     // passed); without one, runs the queue up to it here.
     bool run_through(WorkState& state, std::chrono::steady_clock::time_point deadline);
@@ -64,6 +74,9 @@ private:
     std::atomic<std::size_t> pending_{0};     // until complete() has returned
     std::atomic<std::size_t> unfinished_{0};  // until just before complete()
     bool stop_ = false;
+    std::shared_ptr<WorkState> running_;  // under mutex_: the collective the thread runs, for fail()
+    std::atomic<bool> failed_{false};
+    bool caller_runs_ = true;
     std::mutex exec_mutex_;  // held by whichever thread runs the queue: one collective of the communicator at a time
     std::thread thread_;
 };

@@ -18,6 +18,8 @@ namespace lockstep::detail {
 void WorkState::complete(std::exception_ptr failure) {
     {
         std::scoped_lock lock(done_mutex);
+        // The first outcome stands: a collective the watchdog failed (on_timeout raise) may still return later.
+        if (phase.load(std::memory_order_acquire) == WorkPhase::Done) return;
         error = std::move(failure);
         phase.store(WorkPhase::Done, std::memory_order_release);
     }

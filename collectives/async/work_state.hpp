@@ -68,7 +68,7 @@ struct WorkState {
 
     [[nodiscard]] bool collective() const noexcept { return !record.point_to_point(); }
     [[nodiscard]] bool done() const noexcept { return phase.load(std::memory_order_acquire) == WorkPhase::Done; }
-    // Publishes the outcome and wakes the waiters.
+    // Publishes the outcome and wakes the waiters; once only (a later call is ignored).
     void complete(std::exception_ptr failure);
     // "request #3: lockstep::allreduce float32[4] issued at x.cpp:12"
     [[nodiscard]] std::string text() const;

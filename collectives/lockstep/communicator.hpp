@@ -11,6 +11,7 @@
 //      buffers in chunks otherwise.
 // Results are new tensors on the input's device; functions ending in `_` work in place.
 
+#include <lockstep/config.hpp>
 #include <lockstep/export.hpp>
 #include <lockstep/signature.hpp>
 #include <lockstep/tensor.hpp>
@@ -36,6 +37,12 @@ struct CommunicatorOptions {
     // Whether non-blocking collectives run on a progress thread of the communicator (while the caller computes) or
     // inside wait()/test(). Default: Config `progress_thread`; off whenever MPI lacks MPI_THREAD_MULTIPLE.
     std::optional<bool> progress_thread;
+    // What a call that outlives `timeout` does (Config `on_timeout`): End prints the watchdog's report and ends the
+    // job (exit code 124); Raise fails the call with a TimeoutError (the report) on the processes that waited and
+    // leaves this communicator broken: every later call on it throws a TimeoutError at once (docs/collectives.md).
+    // Raise runs every collective of the communicator on its progress thread, so it needs one: a ConfigError where
+    // there is none (MPI below MPI_THREAD_MULTIPLE, or progress_thread off). Sends and receives always end the job.
+    std::optional<OnTimeout> on_timeout;
 };
 
 struct CommunicatorStats {
@@ -81,12 +88,19 @@ public:
     void set_shared_memory(bool on) noexcept;
     [[nodiscard]] bool shared_memory() const noexcept;
 
-    // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup.
-    [[nodiscard]] Communicator split(int color, int key) const;
-    [[nodiscard]] Communicator dup() const;
+    // Sub-groups: collective over this communicator, like MPI_Comm_split / MPI_Comm_dup. What `options` leaves unset
+    // comes from this communicator (debug, timeout, shared_memory, on_timeout) or the Config (progress_thread).
+    [[nodiscard]] Communicator split(int color, int key, const CommunicatorOptions& options = {}) const;
+    [[nodiscard]] Communicator dup(const CommunicatorOptions& options = {}) const;
     // A communicator of the listed ranks of this one, in that order, made by those ranks only: the others do not take
     // part (MPI_Comm_create_group; what a framework's new_group needs). Every member passes the same list and tag.
-    [[nodiscard]] Communicator create_group(std::span<const int> ranks, int tag = 0) const;
+    [[nodiscard]] Communicator create_group(std::span<const int> ranks, int tag = 0,
+                                            const CommunicatorOptions& options = {}) const;
+    // What a call that outlives timeout() does (CommunicatorOptions::on_timeout).
+    [[nodiscard]] OnTimeout on_timeout() const noexcept;
+    // Whether a call on this communicator timed out in on_timeout raise mode: every call on it now throws a
+    // TimeoutError at once. Free it (no MPI call is made then) and go on with other communicators.
+    [[nodiscard]] bool timed_out() const noexcept;
     // The watchdog's verdict once it found a call of this process stuck (its report; the job ends within seconds),
     // else nullopt. For callers that poll from another thread, such as a framework's error handling.
     [[nodiscard]] std::optional<std::string> async_error() const;

@@ -17,6 +17,7 @@ void allgather_payload(auto& impl, const Tensor& t, Tensor& out) {
 }  // namespace
 
 Tensor Communicator::allgather(const Tensor& t, CallSite site) {
+    if (impl_->via_queue()) return iallgather(t, site).result();
     Tensor out;
     impl_->run(
         {.op = OpKind::Allgather, .input = &t, .site = site},
@@ -29,6 +30,7 @@ Tensor Communicator::allgather(const Tensor& t, CallSite site) {
 }
 
 Tensor& Communicator::allgather_into(const Tensor& t, Tensor& out, CallSite site) {
+    if (impl_->via_queue()) return detail::waited(iallgather_into(t, out, site), out);
     impl_->run(
         {.op = OpKind::Allgather, .input = &t, .output = &out, .site = site},
         [&] {

@@ -6,6 +6,7 @@
 namespace lockstep {
 
 Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
+    if (impl_->via_queue()) return detail::waited(iallreduce_(t, op, site), t);
     detail::Widened work;
     impl_->run(
         {.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
@@ -32,6 +33,7 @@ Tensor& Communicator::allreduce_(Tensor& t, ReduceOp op, CallSite site) {
 }
 
 Tensor Communicator::allreduce(const Tensor& t, ReduceOp op, CallSite site) {
+    if (impl_->via_queue()) return iallreduce(t, op, site).result();
     detail::WidenedResult r;
     impl_->run(
         {.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},

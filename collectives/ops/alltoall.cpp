@@ -6,6 +6,7 @@
 namespace lockstep {
 
 Tensor Communicator::alltoall(const Tensor& t, CallSite site) {
+    if (impl_->via_queue()) return ialltoall(t, site).result();
     Tensor out;
     impl_->run(
         {.op = OpKind::Alltoall, .input = &t, .site = site},

@@ -15,6 +15,7 @@ void broadcast_chunks(auto& impl, Tensor& t, int root) {
 }  // namespace
 
 Tensor& Communicator::broadcast_(Tensor& t, int root, CallSite site) {
+    if (impl_->via_queue()) return detail::waited(ibroadcast_(t, root, site), t);
     impl_->run(
         {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},
         [&] {
@@ -26,6 +27,7 @@ Tensor& Communicator::broadcast_(Tensor& t, int root, CallSite site) {
 }
 
 Tensor Communicator::broadcast(const Tensor& t, int root, CallSite site) {
+    if (impl_->via_queue()) return ibroadcast(t, root, site).result();
     Tensor out;
     impl_->run(
         {.op = OpKind::Broadcast, .input = &t, .root = root, .site = site},

@@ -5,6 +5,7 @@
 namespace lockstep {
 
 Tensor Communicator::gather(const Tensor& t, int root, CallSite site) {
+    if (impl_->via_queue()) return igather(t, root, site).result();
     const bool is_root = impl_->rank == root;
     Tensor out;
     impl_->run(

@@ -5,6 +5,7 @@
 namespace lockstep {
 
 Tensor Communicator::reduce(const Tensor& t, ReduceOp op, int root, CallSite site) {
+    if (impl_->via_queue()) return ireduce(t, op, root, site).result();
     const bool is_root = impl_->rank == root;
     detail::WidenedResult r;
     impl_->run(

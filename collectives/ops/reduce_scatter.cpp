@@ -18,6 +18,7 @@ void reduce_scatter_payload(auto& impl, const Tensor& in, Tensor& out, ReduceOp 
 }  // namespace
 
 Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op, CallSite site) {
+    if (impl_->via_queue()) return ireduce_scatter(t, op, site).result();
     detail::WidenedResult r;
     impl_->run(
         {.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op, .site = site},
@@ -32,6 +33,7 @@ Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op, CallSite site)
 }
 
 Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op, CallSite site) {
+    if (impl_->via_queue()) return detail::waited(ireduce_scatter_into(t, out, op, site), out);
     impl_->run(
         {.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op, .site = site},
         [&] {

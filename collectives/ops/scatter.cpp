@@ -5,6 +5,7 @@
 namespace lockstep {
 
 Tensor Communicator::scatter(const Tensor& t, int root, CallSite site) {
+    if (impl_->via_queue()) return iscatter(t, root, site).result();
     Tensor out;
     impl_->run(
         {.op = OpKind::Scatter, .input = &t, .root = root, .site = site},

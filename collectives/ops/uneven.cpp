@@ -16,6 +16,7 @@
 namespace lockstep {
 
 Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
+    if (impl_->via_queue()) return igather_uneven(t, site).result();
     Tensor out;
     const auto prepare = [&] {
         t.check_defined("gather_uneven");
@@ -94,6 +95,15 @@ Tensor Communicator::gather_uneven(const Tensor& t, CallSite site) {
 
 Tensor Communicator::pad_across_processes(const Tensor& t, std::int64_t dim, double pad_value, bool pad_first,
                                           CallSite site) {
+    if (impl_->via_queue()) {
+        const int varying = t.dim() == 0 ? -1 : static_cast<int>(dim < 0 ? dim + t.dim() : dim);
+        return impl_
+            ->submit({.op = OpKind::PadAcrossProcesses, .input = &t, .varying_dim = varying, .site = site},
+                     [t, dim, pad_value, pad_first, site](Communicator& c, detail::WorkState& w) {
+                         w.result = c.pad_across_processes(t, dim, pad_value, pad_first, site);
+                     })
+            .result();
+    }
     // A 0-d tensor has nothing to pad, but the call is still collective: debug mode checks that every rank makes it.
     const std::int64_t d = t.dim() == 0 ? -1 : (dim < 0 ? dim + t.dim() : dim);
     const auto prepare = [&] {

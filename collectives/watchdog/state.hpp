@@ -36,6 +36,8 @@ struct Watchdog::State {
         std::vector<Endpoint> members;  // in the communicator's rank order
         Watched boards[2];              // collectives, sends and receives
         std::string label;  // what lockstep uses the communicator for, if it is its own (label_communicator)
+        TimeoutAction on_timeout;  // on_timeout raise: what to do with a stuck collective's report
+        bool timed_out = false;    // on_timeout raise: a collective was found stuck; not checked again
     };
     // A call in flight (`when` it started) or completed (`when` it ended, `order` among completions), with its
     // communicator's label.
@@ -124,6 +126,7 @@ struct Watchdog::State {
     int wake_pipe[2] = {-1, -1};
     std::thread thread;  // serves the channel and checks the boards
     std::thread report;  // builds and prints a report, then ends the job
+    std::vector<std::thread> raising;  // build the reports of communicators in on_timeout raise mode (the loop's)
     std::atomic<bool> started{false};
     std::atomic<bool> stop{false};
     std::atomic<bool> nudged{false};  // a peer found this process to be the one that prints the report
@@ -249,6 +252,7 @@ struct Watchdog::State {
     void loop();
     void check(Clock::time_point now);
     void run_report(CallRecord stuck, double waited);
+    void raise_timeout(const CallRecord& stuck, double waited);
     [[noreturn]] void end_job();
 };
 

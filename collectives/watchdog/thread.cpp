@@ -140,7 +140,18 @@ void Watchdog::State::check(Clock::time_point now) {
         const bool asked = nudged.exchange(false);
         for (const Call& call : in_flight()) {
             const double seconds = std::chrono::duration<double>(now - call.when).count();
-            if (call.record.timeout > 0.0 && (seconds > call.record.timeout || asked)) {
+            if (call.record.timeout <= 0.0) continue;
+            // A collective of a communicator in on_timeout raise mode: this process reports it to its own callers once
+            // it outlived the timeout (a nudge does not hurry it), and the job goes on.
+            if (const auto it = registered.find(call.record.comm_id);
+                it != registered.end() && it->second.on_timeout && !call.record.point_to_point()) {
+                if (!it->second.timed_out && seconds > call.record.timeout) {
+                    it->second.timed_out = true;
+                    raising.emplace_back([this, s = call.record, seconds] { raise_timeout(s, seconds); });
+                }
+                continue;
+            }
+            if (seconds > call.record.timeout || asked) {
                 stuck = call.record;
                 waited = seconds;
                 break;
@@ -150,6 +161,14 @@ void Watchdog::State::check(Clock::time_point now) {
     if (!stuck) return;
     reporting = true;
     report = std::thread([this, s = *stuck, waited] { run_report(s, waited); });
+}
+
+void Watchdog::State::raise_timeout(const CallRecord& stuck, double waited) {
+    const Verdict verdict = build(stuck, waited);
+    std::scoped_lock lock(registry_mutex);
+    if (const auto it = registered.find(stuck.comm_id); it != registered.end() && it->second.on_timeout) {
+        it->second.on_timeout(verdict.text);
+    }
 }
 
 void Watchdog::State::run_report(CallRecord stuck, double waited) {
@@ -234,6 +253,7 @@ Watchdog::~Watchdog() {
         (void)::write(state_->wake_pipe[1], &byte, 1);
         if (state_->thread.joinable()) state_->thread.join();
         if (state_->report.joinable()) state_->report.join();
+        for (std::thread& t : state_->raising) t.join();
         ::close(state_->wake_pipe[0]);
         ::close(state_->wake_pipe[1]);
     }

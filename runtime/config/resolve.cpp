@@ -181,6 +181,10 @@ const Config& config() {
     return from_environment;
 }
 
+std::string_view on_timeout_name(OnTimeout mode) noexcept {
+    return mode == OnTimeout::Raise ? "raise" : "end";
+}
+
 namespace detail {
 void install_config(Config config) {
     auto& installed = installed_configs();

@@ -92,6 +92,7 @@ constexpr std::array table = {
                                                                                        env_names::progress_thread),
     setting<&Config::mpi_thread_level, thread_level_kind, &ConfigOverrides::mpi_thread_level>(
         "mpi_thread_level", env_names::mpi_thread_level),
+    setting<&Config::on_timeout, on_timeout_kind, &ConfigOverrides::on_timeout>("on_timeout", env_names::on_timeout),
     setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),
     setting<&Config::num_machines, machine_count_kind>("num_machines", nullptr),
     setting<&Config::mixed_precision, mixed_precision_kind>("mixed_precision", nullptr),

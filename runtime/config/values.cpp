@@ -243,6 +243,20 @@ std::string show_thread_level(const ThreadLevel& level) {
     return std::string(thread_level_name(level));
 }
 
+bool read_on_timeout(std::string_view text, OnTimeout& mode) {
+    for (OnTimeout m : {OnTimeout::End, OnTimeout::Raise}) {
+        if (equals_lowercase(text, on_timeout_name(m))) {
+            mode = m;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string show_on_timeout(const OnTimeout& mode) {
+    return std::string(on_timeout_name(mode));
+}
+
 bool read_arena_size(std::string_view text, std::optional<std::size_t>& bytes) {
     if (text.empty() || equals_lowercase(text, "auto")) {
         bytes.reset();

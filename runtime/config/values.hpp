@@ -183,4 +183,14 @@ inline constexpr Kind<std::size_t> shm_small_max_kind{
     "a small-message size", "a size such as 16KiB or 32KiB, or a plain number of bytes (0: no small-message path)",
     read_bytes, nullptr, show_bytes};
 
+// --- what a timeout does
+
+bool read_on_timeout(std::string_view text, OnTimeout& mode);
+std::string show_on_timeout(const OnTimeout& mode);
+inline constexpr Kind<OnTimeout> on_timeout_kind{
+    "a timeout action",
+    "end (print the watchdog's report and end the job with exit code 124) or raise (a TimeoutError on the processes "
+    "that waited)",
+    read_on_timeout, nullptr, show_on_timeout};
+
 }  // namespace lockstep::config_detail

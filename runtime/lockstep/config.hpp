@@ -36,6 +36,11 @@ enum class ShmMode { Auto, On, Off };
 // The thread level lockstep asks MPI for when it initialises MPI itself (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
 enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
 [[nodiscard]] LOCKSTEP_API std::string_view thread_level_name(ThreadLevel level) noexcept;  // "single", ...
+// What a call that outlives its communicator's watchdog timeout does: End prints the report and ends the job with exit
+// code 124; Raise fails the call with a TimeoutError carrying the report on the processes that waited, and leaves the
+// communicator broken (docs/collectives.md).
+enum class OnTimeout { End, Raise };
+[[nodiscard]] LOCKSTEP_API std::string_view on_timeout_name(OnTimeout mode) noexcept;  // "end", "raise"
 // Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
 [[nodiscard]] LOCKSTEP_API std::optional<bool> parse_bool(std::string_view text) noexcept;
 
@@ -56,6 +61,7 @@ struct ConfigOverrides {
     std::optional<std::size_t> shm_small_max;   // bytes
     std::optional<bool> progress_thread;
     std::optional<ThreadLevel> mpi_thread_level;
+    std::optional<OnTimeout> on_timeout;
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
@@ -101,6 +107,10 @@ struct LOCKSTEP_API Config {
     // the program must then keep to that level's rule for its own calls.
     ThreadLevel mpi_thread_level = ThreadLevel::Multiple;
 
+    // What a call that outlives the watchdog timeout does (OnTimeout); a communicator's CommunicatorOptions::on_timeout
+    // wins over it.
+    OnTimeout on_timeout = OnTimeout::End;
+
     // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
     // "API argument").
@@ -145,6 +155,7 @@ inline constexpr const char* shm_threshold = "LOCKSTEP_SHM_THRESHOLD";
 inline constexpr const char* shm_small_max = "LOCKSTEP_SHM_SMALL_MAX";
 inline constexpr const char* progress_thread = "LOCKSTEP_PROGRESS_THREAD";
 inline constexpr const char* mpi_thread_level = "LOCKSTEP_MPI_THREAD_LEVEL";
+inline constexpr const char* on_timeout = "LOCKSTEP_ON_TIMEOUT";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names
