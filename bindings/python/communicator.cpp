@@ -51,9 +51,9 @@ int32_t to_on_timeout(const py::object& value, const Argument& where) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (lower == "end") return LOCKSTEP_ON_TIMEOUT_END;
     if (lower == "raise") return LOCKSTEP_ON_TIMEOUT_RAISE;
-    raise_python(PyExc_ValueError,
-                 fmt::format("{}: {} must be 'end' or 'raise' (or None: from the configuration), got {}",
-                             where.function, where.name, py::repr(value).cast<std::string>()));
+    raise_python(PyExc_ValueError, std::string(where.function) + ": " + where.name +
+                                       " must be 'end' or 'raise' (or None: from the configuration), got " +
+                                       py::repr(value).cast<std::string>());
 }
 
 lockstep_comm_options_t comm_options(const char* function, const py::object& debug, const py::object& timeout,
@@ -62,9 +62,9 @@ lockstep_comm_options_t comm_options(const char* function, const py::object& deb
     if (const auto on = to_optional_bool(debug, {function, "debug"})) options.debug = *on ? 1 : 0;
     if (const auto seconds = to_optional_double(timeout, {function, "timeout"})) {
         if (!(*seconds >= 0.0)) {
-            raise_python(PyExc_ValueError,
-                         fmt::format("{}: timeout must be a number of seconds >= 0 (0: no watchdog), got {}", function,
-                                     *seconds));
+            raise_python(PyExc_ValueError, std::string(function) +
+                                               ": timeout must be a number of seconds >= 0 (0: no watchdog), got " +
+                                               py::repr(timeout).cast<std::string>());
         }
         options.timeout = *seconds;
     }

@@ -237,6 +237,13 @@ const std::vector<Field> fields = {
      .env_text = "0", .env_value = "false",
      .launcher_text = "yes", .launcher_value = "true",
      .set_override = [](ConfigOverrides& o) { o.progress_thread = false; }, .override_value = "false"},
+    {.key = "on_timeout", .variable = env_names::on_timeout,
+     .value = [](const Config& c) { return std::string(lockstep::on_timeout_name(c.on_timeout)); },
+     .default_value = "end",
+     .file_text = "raise", .file_value = "raise",
+     .env_text = "RAISE", .env_value = "raise",
+     .launcher_text = "End", .launcher_value = "end",
+     .set_override = [](ConfigOverrides& o) { o.on_timeout = lockstep::OnTimeout::Raise; }, .override_value = "raise"},
 };
 // clang-format on
 
@@ -439,6 +446,9 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::log_level, "warn", ""},
     {env_names::log_level, "3", ""},
     {env_names::log_level, "", ""},
+    {env_names::on_timeout, "abort", ""},
+    {env_names::on_timeout, "", ""},
+    {env_names::on_timeout, "1", ""},
     {env_names::timeout, "abc", ""},
     {env_names::timeout, "-5", ""},
     {env_names::timeout, "-0.5m", ""},
