@@ -518,6 +518,7 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::shm_threshold, "0: every host block"},
     {env_names::shm_small_max, "0: no small-message path"},
     {env_names::mpi_thread_level, "single, funneled, serialized or multiple"},
+    {env_names::on_timeout, "end (print the watchdog's report and end the job"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -1052,6 +1053,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"shm_small_max: 32.00 KiB", "default"},
         {"progress_thread: true", "default"},
         {"mpi_thread_level: multiple", "default"},
+        {"on_timeout: end", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };

@@ -3,6 +3,7 @@
  * collective, and DLPack round trips with deleter counts. Run under mpirun with 2 or more ranks. */
 #include "lockstep.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,56 @@ static void test_option_sizes(lockstep_comm_t world, int size) {
     CHECK_STATUS(lockstep_allreduce(world, t, t, LOCKSTEP_MAX, &flagged), LOCKSTEP_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(lockstep_last_error(), "unknown flag bits") != NULL);
     lockstep_tensor_release(t);
+}
+
+/* A new communicator's options: the timeout and on_timeout given, the parent's where left unset (NULL options, -1, or
+ * a caller's struct from before on_timeout), and an on_timeout out of range refused on every rank. */
+static void test_comm_options(lockstep_comm_t world, int rank, int size) {
+    lockstep_comm_options_t options = LOCKSTEP_COMM_OPTIONS_INIT;
+    lockstep_comm_options_t older = LOCKSTEP_COMM_OPTIONS_INIT;
+    lockstep_comm_t raising = NULL, inherited = NULL, split = NULL, group = NULL, refused = NULL;
+    int32_t mode = -1, timed_out = -1;
+    double seconds = 0.0;
+    int32_t* all = (int32_t*)malloc(sizeof(int32_t) * (size_t)size);
+    const float one = 1.0f;
+    lockstep_tensor_t t = tensor_f32(&one, 1);
+    int i;
+    options.timeout = 30.0;
+    options.on_timeout = LOCKSTEP_ON_TIMEOUT_RAISE;
+    OK(lockstep_comm_dup_with_options(world, &options, &raising));
+    OK(lockstep_comm_get_timeout(raising, &seconds));
+    OK(lockstep_comm_get_on_timeout(raising, &mode, &timed_out));
+    CHECK(seconds == 30.0 && mode == LOCKSTEP_ON_TIMEOUT_RAISE && timed_out == 0);
+    /* A collective in raise mode runs on the progress thread and returns as usual. */
+    OK(lockstep_allreduce(raising, t, t, LOCKSTEP_SUM, NULL));
+    CHECK(data_f32(t)[0] == (float)size);
+    OK(lockstep_comm_dup_with_options(raising, NULL, &inherited));
+    OK(lockstep_comm_get_timeout(inherited, &seconds));
+    OK(lockstep_comm_get_on_timeout(inherited, &mode, NULL));
+    CHECK(seconds == 30.0 && mode == LOCKSTEP_ON_TIMEOUT_RAISE);
+    /* A struct from before on_timeout: the parent's mode. */
+    older.struct_size = offsetof(lockstep_comm_options_t, on_timeout);
+    older.timeout = 20.0;
+    OK(lockstep_comm_split_with_options(raising, 0, rank, &older, &split));
+    OK(lockstep_comm_get_timeout(split, &seconds));
+    OK(lockstep_comm_get_on_timeout(split, &mode, NULL));
+    CHECK(seconds == 20.0 && mode == LOCKSTEP_ON_TIMEOUT_RAISE);
+    for (i = 0; i < size; ++i) all[i] = i;
+    options.timeout = -1.0;
+    options.on_timeout = LOCKSTEP_ON_TIMEOUT_END;
+    OK(lockstep_comm_create_group_with_options(raising, all, (size_t)size, 3, &options, &group));
+    OK(lockstep_comm_get_timeout(group, &seconds));
+    OK(lockstep_comm_get_on_timeout(group, &mode, NULL));
+    CHECK(seconds == 30.0 && mode == LOCKSTEP_ON_TIMEOUT_END);
+    options.on_timeout = 5;
+    CHECK_STATUS(lockstep_comm_dup_with_options(world, &options, &refused), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(lockstep_last_error(), "on_timeout 5") != NULL);
+    OK(lockstep_comm_free(group));
+    OK(lockstep_comm_free(split));
+    OK(lockstep_comm_free(inherited));
+    OK(lockstep_comm_free(raising));
+    OK(lockstep_tensor_release(t));
+    free(all);
 }
 
 static void test_local_statuses(lockstep_comm_t world) {
@@ -612,6 +663,7 @@ int main(void) {
     }
     test_option_sizes(world, size);
     test_local_statuses(world);
+    test_comm_options(world, rank, size);
     test_read_only(world, rank, size);
     test_debug_mismatch(world, rank, size);
     test_double_free(world);
