@@ -102,13 +102,13 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     // process, given the same settings, refuses alike).
     raising = options.on_timeout.value_or(cfg.on_timeout) == OnTimeout::Raise && timeout > 0.0;
     if (raising && !progress_thread) {
-        throw ConfigError(source_of(cfg, "on_timeout", options.on_timeout.has_value()),
-                          fmt::format("on_timeout 'raise' needs the communicator's progress thread, and it has none "
-                                      "({}); use on_timeout 'end', or run with MPI_THREAD_MULTIPLE "
-                                      "(LOCKSTEP_MPI_THREAD_LEVEL=multiple) and progress_thread on",
-                                      thread_level != MPI_THREAD_MULTIPLE
-                                          ? "MPI gives a thread level below MPI_THREAD_MULTIPLE"
-                                          : "progress_thread is off"));
+        throw ConfigError(
+            source_of(cfg, "on_timeout", options.on_timeout.has_value()),
+            fmt::format("on_timeout 'raise' needs the communicator's progress thread, and it has none "
+                        "({}); use on_timeout 'end', or run with MPI_THREAD_MULTIPLE "
+                        "(LOCKSTEP_MPI_THREAD_LEVEL=multiple) and progress_thread on",
+                        thread_level != MPI_THREAD_MULTIPLE ? "MPI gives a thread level below MPI_THREAD_MULTIPLE"
+                                                            : "progress_thread is off"));
     }
     LOCKSTEP_MPI_CHECK(MPI_Comm_dup(base, &comm));
     LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));

@@ -182,7 +182,8 @@ struct alignas(64) Communicator::Impl {
     }
     void timed_out(const std::string& report);  // the watchdog's thread, registry lock held
     void check_usable() const {
-        if (broken.load(std::memory_order_acquire)) [[unlikely]] throw_broken();
+        if (broken.load(std::memory_order_acquire)) [[unlikely]]
+            throw_broken();
     }
     [[noreturn]] void throw_broken() const;
     std::atomic<bool> broken{false};

@@ -37,7 +37,7 @@ void Watchdog::set_phase(std::string phase) {
 }
 
 Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout,
-                                      TimeoutAction on_timeout) {
+                                       TimeoutAction on_timeout) {
     std::scoped_lock lock(state_->registry_mutex);
     State::Registered& entry = state_->registered[comm_id];
     entry.members = std::move(members);

@@ -422,8 +422,8 @@ lockstep_status_t lockstep_comm_split_with_options(lockstep_comm_t comm, int32_t
     return guarded(comm, [&] {
         require_out(out, "out");
         Communicator& c = communicator(comm, "lockstep_comm_split");
-        const CommunicatorOptions given = options != nullptr ? comm_options(options, "lockstep_comm_split_with_options")
-                                                             : CommunicatorOptions{};
+        const CommunicatorOptions given =
+            options != nullptr ? comm_options(options, "lockstep_comm_split_with_options") : CommunicatorOptions{};
         if (color == LOCKSTEP_UNDEFINED_COLOR) {
             // Takes part in the split without joining a group.
             MPI_Comm none = MPI_COMM_NULL;
@@ -445,8 +445,8 @@ lockstep_status_t lockstep_comm_dup_with_options(lockstep_comm_t comm, const loc
         require_out(out, "out");
         const CommunicatorOptions given =
             options != nullptr ? comm_options(options, "lockstep_comm_dup_with_options") : CommunicatorOptions{};
-        *out = new_comm_handle(std::make_unique<Communicator>(communicator(comm, "lockstep_comm_dup").dup(given)),
-                               false);
+        *out =
+            new_comm_handle(std::make_unique<Communicator>(communicator(comm, "lockstep_comm_dup").dup(given)), false);
     });
 }
 

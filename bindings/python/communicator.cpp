@@ -338,8 +338,7 @@ void bind_communicator(py::module_& m) {
                 return derived_communicator(
                     comm_options("Communicator.create_group", py::none(), timeout, py::none(), on_timeout),
                     [&](const lockstep_comm_options_t* o, lockstep_comm_t* out) {
-                        return lockstep_comm_create_group_with_options(handle, ranks.data(), ranks.size(), tag, o,
-                                                                       out);
+                        return lockstep_comm_create_group_with_options(handle, ranks.data(), ranks.size(), tag, o, out);
                     });
             },
             py::arg("ranks"), py::arg("tag") = 0, py::kw_only(), py::arg("timeout") = py::none(),

@@ -123,8 +123,7 @@ bool AsyncQueue::run_next() {
 void AsyncQueue::drain() {
     // What is queued runs here unless the thread is running it: a blocking call after non-blocking ones does not wait
     // for the thread to be woken.
-    if (std::unique_lock running(exec_mutex_, std::try_to_lock);
-        caller_runs_ && (running.owns_lock() || !threaded())) {
+    if (std::unique_lock running(exec_mutex_, std::try_to_lock); caller_runs_ && (running.owns_lock() || !threaded())) {
         if (!running.owns_lock()) running.lock();
         while (run_next()) {
         }

@@ -35,7 +35,7 @@ struct Watchdog::State {
     struct Registered {
         std::vector<Endpoint> members;  // in the communicator's rank order
         Watched boards[2];              // collectives, sends and receives
-        std::string label;  // what lockstep uses the communicator for, if it is its own (label_communicator)
+        std::string label;         // what lockstep uses the communicator for, if it is its own (label_communicator)
         TimeoutAction on_timeout;  // on_timeout raise: what to do with a stuck collective's report
         bool timed_out = false;    // on_timeout raise: a collective was found stuck; not checked again
     };
@@ -124,8 +124,8 @@ struct Watchdog::State {
 
     Fd listener;
     int wake_pipe[2] = {-1, -1};
-    std::thread thread;  // serves the channel and checks the boards
-    std::thread report;  // builds and prints a report, then ends the job
+    std::thread thread;                // serves the channel and checks the boards
+    std::thread report;                // builds and prints a report, then ends the job
     std::vector<std::thread> raising;  // build the reports of communicators in on_timeout raise mode (the loop's)
     std::atomic<bool> started{false};
     std::atomic<bool> stop{false};
