@@ -166,9 +166,17 @@ void Watchdog::State::check(Clock::time_point now) {
 void Watchdog::State::raise_timeout(const CallRecord& stuck, double waited) {
     const Verdict verdict = build(stuck, waited);
     std::scoped_lock lock(registry_mutex);
-    if (const auto it = registered.find(stuck.comm_id); it != registered.end() && it->second.on_timeout) {
-        it->second.on_timeout(verdict.text);
+    const auto it = registered.find(stuck.comm_id);
+    if (it == registered.end() || !it->second.on_timeout) return;  // freed meanwhile
+    // The call may have completed while the report was built (the late process arrived): then nothing is raised, and
+    // the communicator is watched again.
+    observe(it->second, Clock::now());
+    const auto& now_in_flight = it->second.boards[0].snapshot;
+    if (!now_in_flight || !now_in_flight->current || now_in_flight->current->sequence != stuck.sequence) {
+        it->second.timed_out = false;
+        return;
     }
+    it->second.on_timeout(verdict.text);
 }
 
 void Watchdog::State::run_report(CallRecord stuck, double waited) {

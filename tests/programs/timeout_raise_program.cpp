@@ -9,6 +9,9 @@
 //                                    rank); the broken communicator is freed without hanging, and the job exits 0.
 //   timeout_raise_program nonblocking  as raise, with the stuck call an iallreduce waited for with wait(), and a
 //                                    second one queued behind it: both fail with the same TimeoutError.
+//   timeout_raise_program late       as raise, and the last rank makes the skipped allreduce after all, once the others
+//                                    timed out: it matches their call still pending on their progress threads, and
+//                                    completes with the sum (the timed-out side stays broken; nothing crashes).
 //   timeout_raise_program no_thread  raise mode on a communicator without a progress thread: a ConfigError on every
 //                                    rank, and the job goes on.
 //
@@ -85,6 +88,10 @@ int main(int argc, char** argv) {
             // Computes while the others wait: well past the timeout and the report.
             std::this_thread::sleep_for(std::chrono::seconds(5));
             expect(!comm->timed_out(), "the rank that did not wait is untouched", rank);
+            if (mode == "late") {
+                const lockstep::Tensor late = comm->allreduce(ones);
+                expect(late.data<float>()[0] == static_cast<float>(size), "the late allreduce completes", rank);
+            }
         } else {
             std::string text;
             if (mode == "nonblocking") {
