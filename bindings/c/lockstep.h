@@ -195,9 +195,14 @@ typedef struct lockstep_init_options {
     int32_t reserved;   /* 0 (not read): the structs have no padding, so every later field has a place of its own */
     double timeout;     /* seconds before the watchdog reports a collective; < 0 from the configuration, 0 off */
     const char* config_file; /* NULL: the usual lookup; "": read no file */
+    /* What a call that outlives its timeout does, for every communicator that does not choose (the configuration's
+     * on_timeout): -1 from the configuration (LOCKSTEP_ON_TIMEOUT), LOCKSTEP_ON_TIMEOUT_END or
+     * LOCKSTEP_ON_TIMEOUT_RAISE (see lockstep_comm_options_t). Appended in 1.x: a struct_size without it reads -1. */
+    int32_t on_timeout;
+    int32_t reserved2; /* 0 (not read) */
 } lockstep_init_options_t;
 #define LOCKSTEP_INIT_OPTIONS_INIT \
-    { sizeof(lockstep_init_options_t), 0, -1, 0, -1.0, NULL }
+    { sizeof(lockstep_init_options_t), 0, -1, 0, -1.0, NULL, -1, 0 }
 
 /* Use lockstep_init. Collective over every process (it also makes the world communicator and runs lockstep's
  * start-up checks). Initialises MPI unless the program (or mpi4py, or another library) already did, in which case

@@ -328,6 +328,12 @@ lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
                  fmt::format("lockstep_init: debug is {}; use -1 (configuration), 0 (off) or 1 (on)", o.debug));
         }
+        if (o.on_timeout < -1 || o.on_timeout > LOCKSTEP_ON_TIMEOUT_RAISE) {
+            fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 fmt::format("lockstep_init: on_timeout {} is not -1 (from the configuration), LOCKSTEP_ON_TIMEOUT_END "
+                             "or LOCKSTEP_ON_TIMEOUT_RAISE",
+                             o.on_timeout));
+        }
         if (!Runtime::initialized()) {
             int finalized = 0;
             MPI_Finalized(&finalized);
@@ -340,6 +346,9 @@ lockstep_status_t lockstep_init_versioned(int32_t header_version, const lockstep
         RuntimeOptions ro;
         if (o.debug >= 0) ro.config.debug = o.debug == 1;
         if (o.timeout >= 0.0) ro.config.timeout = o.timeout;
+        if (o.on_timeout >= 0) {
+            ro.config.on_timeout = o.on_timeout == LOCKSTEP_ON_TIMEOUT_RAISE ? OnTimeout::Raise : OnTimeout::End;
+        }
         if (o.config_file != nullptr) ro.config.config_file = std::string(o.config_file);
         Runtime::init(ro);
         // The world communicator now, while every process is in this collective call: its first use runs the

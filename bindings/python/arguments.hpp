@@ -4,8 +4,10 @@
 // the C type's range) whose message names the function and the argument, never pybind11's own cast error: the bound
 // functions take py::object and convert with these.
 #include <Python.h>
+#include <lockstep.h>
 #include <pybind11/pybind11.h>
 
+#include <cctype>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -170,6 +172,19 @@ inline std::string to_string(py::handle value, const Argument& where) {
 inline std::optional<std::string> to_optional_string(py::handle value, const Argument& where) {
     if (value.is_none()) return std::nullopt;
     return to_string(value, where);
+}
+
+// "end" or "raise" (any case), or None: LOCKSTEP_ON_TIMEOUT_END/RAISE, or -1 (from the configuration).
+inline int32_t to_on_timeout(const py::object& value, const Argument& where) {
+    const auto text = to_optional_string(value, where);
+    if (!text) return -1;
+    std::string lower = *text;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "end") return LOCKSTEP_ON_TIMEOUT_END;
+    if (lower == "raise") return LOCKSTEP_ON_TIMEOUT_RAISE;
+    raise_python(PyExc_ValueError, std::string(where.function) + ": " + where.name +
+                                       " must be 'end' or 'raise' (or None: from the configuration), got " +
+                                       py::repr(value).cast<std::string>());
 }
 
 }  // namespace lockstep_python

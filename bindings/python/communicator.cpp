@@ -43,19 +43,6 @@ py::object communicator_or_none(lockstep_comm_t handle) {
     return py::cast(Communicator(handle));
 }
 
-// "end" or "raise" (any case), or None: LOCKSTEP_ON_TIMEOUT_END/RAISE, or -1 (from the configuration).
-int32_t to_on_timeout(const py::object& value, const Argument& where) {
-    const auto text = to_optional_string(value, where);
-    if (!text) return -1;
-    std::string lower = *text;
-    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (lower == "end") return LOCKSTEP_ON_TIMEOUT_END;
-    if (lower == "raise") return LOCKSTEP_ON_TIMEOUT_RAISE;
-    raise_python(PyExc_ValueError, std::string(where.function) + ": " + where.name +
-                                       " must be 'end' or 'raise' (or None: from the configuration), got " +
-                                       py::repr(value).cast<std::string>());
-}
-
 lockstep_comm_options_t comm_options(const char* function, const py::object& debug, const py::object& timeout,
                                      const py::object& shared_memory, const py::object& on_timeout) {
     lockstep_comm_options_t options = LOCKSTEP_COMM_OPTIONS_INIT;

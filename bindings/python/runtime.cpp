@@ -64,7 +64,7 @@ void bind_runtime(py::module_& m) {
 
     m.def(
         "init",
-        [](py::object debug, py::object timeout, py::object config_file) {
+        [](py::object debug, py::object timeout, py::object config_file, py::object on_timeout) {
             if (g_finalized)
                 raise_status(LOCKSTEP_ERROR_INVALID_USAGE, "lockstep was finalised: it cannot be used again");
             lockstep_init_options_t options = LOCKSTEP_INIT_OPTIONS_INIT;
@@ -72,6 +72,7 @@ void bind_runtime(py::module_& m) {
             if (const auto seconds = to_optional_double(timeout, {"lockstep.init", "timeout"})) {
                 options.timeout = *seconds;
             }
+            options.on_timeout = to_on_timeout(on_timeout, {"lockstep.init", "on_timeout"});
             std::string file;
             if (!config_file.is_none()) {
                 file = py::str(config_file).cast<std::string>();
@@ -85,6 +86,7 @@ void bind_runtime(py::module_& m) {
             check(status);
         },
         py::arg("debug") = py::none(), py::arg("timeout") = py::none(), py::arg("config_file") = py::none(),
+        py::arg("on_timeout") = py::none(),
         "Starts lockstep, and MPI unless it runs already (then lockstep adopts it). Idempotent; every other function "
         "calls it on first use.");
     m.def("finalize", []() {

@@ -104,6 +104,10 @@ static void test_versions(void) {
     options.struct_size = sizeof options;
     options.debug = 5;
     CHECK_STATUS(lockstep_init(&options, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    options.debug = -1;
+    options.on_timeout = 2;
+    CHECK_STATUS(lockstep_init(&options, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(lockstep_last_error(), "on_timeout 2") != NULL);
 }
 
 static void test_status_strings(void) {

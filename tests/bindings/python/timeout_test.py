@@ -1,10 +1,11 @@
 """A communicator's watchdog timeout from Python: Communicator.dup(timeout=..., on_timeout=...), with the last rank
 skipping a collective on it.
 
-    timeout_test.py raise   on_timeout "raise": the ranks that waited get a lockstep.TimeoutError (also a
-                            lockstep.Error and the builtin TimeoutError) whose text names the missing rank and what it
-                            did last; a later call on the communicator raises at once; the world works on once the
-                            last rank is back, and the job exits 0 (each rank prints PASS).
+    timeout_test.py raise   on_timeout "raise" (lockstep.init's, inherited by dup()): the ranks that waited get a
+                            lockstep.TimeoutError (also a lockstep.Error and the builtin TimeoutError) whose text
+                            names the missing rank and what it did last; a later call on the communicator raises at
+                            once; the world works on once the last rank is back, and the job exits 0 (each rank
+                            prints PASS).
     timeout_test.py end     on_timeout "end" with timeout=1 set on dup(): the watchdog prints the report and ends the
                             job with exit code 124 (run by timeout_job.py, which checks both).
 
@@ -21,6 +22,8 @@ import lockstep
 
 def main() -> int:
     mode = sys.argv[1]
+    if mode == "raise":
+        lockstep.init(on_timeout="raise")  # every communicator's default, the world's included
     world = lockstep.Communicator.world()
     rank, size = world.rank, world.size
     last = size - 1
@@ -34,11 +37,12 @@ def main() -> int:
         print("FAIL: the job went on past the timeout", flush=True)
         return 1
 
-    comm = world.dup(timeout=1.0, on_timeout="raise")
+    assert world.on_timeout == "raise"  # lockstep.init(on_timeout="raise") below
+    comm = world.dup(timeout=1.0)  # inherits raise
     assert comm.timeout == 1.0 and comm.on_timeout == "raise" and not comm.timed_out
     group = world.create_group(list(range(size)), timeout=2, on_timeout="RAISE")
     assert group.timeout == 2.0 and group.on_timeout == "raise"
-    split = world.split(0, timeout=3)
+    split = world.split(0, timeout=3, on_timeout="end")
     assert split.timeout == 3.0 and split.on_timeout == "end"
     for bad in ("stop", 1):
         try:
