@@ -188,7 +188,7 @@ struct alignas(64) Communicator::Impl {
     [[noreturn]] void throw_broken() const;
     std::atomic<bool> broken{false};
     mutable std::mutex broken_mutex;
-    std::string broken_headline;  // under broken_mutex: the first line of the report
+    std::string broken_headline;  // under broken_mutex: the report's first line and the line naming the call
 
     // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
     std::unique_ptr<detail::AsyncQueue> async;

@@ -43,6 +43,7 @@ void AsyncQueue::fail(const std::exception_ptr& error) {
     std::shared_ptr<WorkState> running;
     {
         std::scoped_lock lock(mutex_);
+        failure_ = error;
         failed_.store(true, std::memory_order_release);
         queued.swap(queue_);
         running = running_;
@@ -61,6 +62,11 @@ void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
     unfinished_.fetch_add(1, std::memory_order_acq_rel);
     {
         std::scoped_lock lock(mutex_);
+        if (failed_.load(std::memory_order_acquire)) {  // the thread may never come back to the queue
+            state->body = nullptr;
+            state->complete(failure_);
+            return;
+        }
         queue_.push_back(std::move(state));
     }
     wake_.notify_one();
@@ -69,7 +75,12 @@ void AsyncQueue::submit(std::shared_ptr<WorkState> state) {
 void AsyncQueue::execute(const std::shared_ptr<WorkState>& state) {
     {
         std::scoped_lock lock(mutex_);
-        if (state->done()) return;  // failed while queued (fail())
+        // Failed while queued, or taken off the queue just before the queue failed: it never starts.
+        if (failed_.load(std::memory_order_acquire)) {
+            state->body = nullptr;
+            state->complete(failure_);
+            return;
+        }
         running_ = state;
     }
     state->phase.store(WorkPhase::Running, std::memory_order_release);

@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -76,6 +77,7 @@ private:
     bool stop_ = false;
     std::shared_ptr<WorkState> running_;  // under mutex_: the collective the thread runs, for fail()
     std::atomic<bool> failed_{false};
+    std::exception_ptr failure_;  // under mutex_: what fail() gave
     bool caller_runs_ = true;
     std::mutex exec_mutex_;  // held by whichever thread runs the queue: one collective of the communicator at a time
     std::thread thread_;
