@@ -21,10 +21,15 @@ writes its lockstep (world) rank there and reads the others', so every member kn
 rank order; the group is then lockstep's world communicator (the same ranks in the same order) or
 Communicator.world().create_group(ranks), created by the members alone.
 """
+import collections
 import datetime
 import functools
+import inspect
 import os
 import socket
+import sys
+import threading
+import time
 import zlib
 
 import torch
@@ -64,6 +69,11 @@ def _op_name(op):
     return getattr(getattr(op, "op", op), "name", str(op))
 
 
+def _reduction(op, tensor, call):
+    """The keywords of lockstep's reduction for torch's ReduceOp (or an options object holding one)."""
+    return {"op": _lockstep_op(op, tensor, call)}
+
+
 def _lockstep_op(op, tensor, call):
     name = _op_name(op)
     table = _BOOL_OPS if tensor.dtype == torch.bool else _OPS
@@ -95,7 +105,18 @@ _DTYPES = {
 }
 
 
+def _check_layout(tensor, call):
+    """Sparse and other non-strided tensors are refused before any collective (DLPack cannot carry them)."""
+    if tensor.layout != torch.strided:
+        raise lockstep.UnsupportedError(
+            f"lockstep backend: {call} on a tensor of layout {tensor.layout}: lockstep carries dense (strided) tensors "
+            f"only; call .to_dense() first (for a sparse gradient, allreduce its dense form, or all_gather its "
+            f"indices and values)"
+        )
+
+
 def _check_dtype(tensor, call):
+    _check_layout(tensor, call)
     if tensor.dtype not in _DTYPES:
         raise lockstep.DTypeError(
             f"lockstep backend: {call} on a {tensor.dtype} tensor: lockstep carries float32, float64, float16, "
@@ -113,14 +134,6 @@ def _dl(tensor):
 
 def _contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.contiguous()
-
-
-def _in_place(tensor, collective):
-    """Runs `collective(capsule)` on `tensor`'s memory; a non-contiguous tensor through a contiguous copy."""
-    work = _contiguous(tensor)
-    collective(_dl(work))
-    if work is not tensor:
-        tensor.copy_(work)
 
 
 def _rows(tensor):
@@ -148,6 +161,7 @@ def _same_layout(tensors, like, call):
     """Checks that every tensor of a list matches `like` in dtype and number of elements, as the stacked collectives
     need (torch checks neither)."""
     for tensor in tensors:
+        _check_layout(tensor, call)
         if tensor.dtype != like.dtype:
             raise lockstep.DTypeError(
                 f"lockstep backend: {call}: a {tensor.dtype} tensor where {like.dtype} is "
@@ -169,57 +183,211 @@ def _count(tensors, size, call):
 
 # ------------------------------------------------------------------------------------------------ work
 
-_HAVE_FUTURE_WORK = hasattr(_c10d, "_create_work_from_future") and hasattr(torch.futures, "Future")
+# torch's "no timeout" (c10d's kNoTimeout is 0 ms; Python callers may also pass None).
+_NO_TIMEOUT = datetime.timedelta(0)
 
 
-class _CompletedWork(_c10d.Work):
-    """A finished call, for callers in Python (C++ callers get _completed's C++ work, see the module's comment)."""
+def _seconds(timeout):
+    """A Work.wait timeout in seconds, or None for none: a timedelta (torch's Python and C++ callers), a number of
+    seconds, None; zero is torch's kNoTimeout."""
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+    return None if seconds <= 0 else seconds
 
-    def __init__(self, result, source_rank=-1):
+
+class _Work(_c10d.Work):
+    """The work of one backend call: lockstep requests issued with async_op=True, what torch gets once they completed
+    (a list of tensors, as gloo's futures hold), and what must happen first (copies back from contiguous or stacked
+    buffers).
+
+    Whoever sees the requests complete first finishes the work: a thread in wait(), or the process's completer thread
+    (for callers that only look at get_future(), as DDP's communication hooks do). Then the future holds the result,
+    or the operation's lockstep error, which wait() raises.
+
+    A Python Work returned to C++ (DDP's Reducer, _broadcast_coalesced) stays reachable from C++ only while its Python
+    object lives, and pybind11 lets that object go as soon as the Python method returns. So every _Work keeps itself
+    alive (_LIVE) until it finished and somebody waited for it or took its future; works that nobody ever looks at are
+    let go after the newest _UNSEEN_KEPT."""
+
+    def __init__(self, requests, result, finish=None, source=False):
         super().__init__()
+        self._requests = list(requests)
         self._result = result
-        self._source = source_rank
+        self._finish = finish
+        self._source = -1
+        self._wants_source = source
         self._future = torch.futures.Future()
-        self._future.set_result(result)
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._done = threading.Event()
+        self._error = None
+        self._seen = False
+        _LIVE.add(self)
+        if self._requests:
+            _COMPLETER.add(self)
+        else:
+            self._complete()
+
+    # ---- completion
+
+    def _ready(self):
+        return all(request.is_completed() for request in self._requests)
+
+    def _block(self, seconds):
+        """Waits up to `seconds` for the first request not yet completed (the GIL released), without raising."""
+        for request in self._requests:
+            if not request.is_completed():
+                try:
+                    request.wait(seconds)
+                except Exception:  # noqa: BLE001 - the error is raised by _complete, to whoever waits
+                    pass
+                return
+
+    def _complete(self):
+        """Finishes the work once its requests completed: the first caller runs the copies and sets the future."""
+        with self._lock:
+            if self._claimed:
+                return
+            self._claimed = True
+        first_error = None
+        for request in self._requests:  # every request, so none is dropped before it completed
+            try:
+                request.wait()
+            except BaseException as error:  # noqa: BLE001 - handed to the future and to wait()
+                first_error = first_error or error
+        try:
+            if first_error is not None:
+                raise first_error
+            if self._wants_source:
+                self._source = self._requests[0].source
+            if self._finish is not None:
+                self._finish()
+        except BaseException as error:  # noqa: BLE001 - handed to the future and to wait()
+            self._error = error
+            self._requests = []
+            self._done.set()
+            self._future.set_exception(error)
+        else:
+            self._requests = []
+            self._done.set()
+            self._future.set_result(self._result)
+        self._release()
+
+    def _release(self):
+        """Once finished, a work is kept for C++ no more: let go at once when somebody waited for it or took its future,
+        else kept among the newest unseen ones."""
+        if not self._done.is_set() or self not in _LIVE:
+            return
+        _LIVE.discard(self)
+        if not self._seen:
+            _UNSEEN.append(self)
+
+    # ---- torch's Work
 
     def wait(self, timeout=None):
+        """Blocks until the call completed; raises its error (a lockstep.Error), or lockstep.TimeoutError when
+        `timeout` (a timedelta or seconds; 0 or None: no limit) ran out first."""
+        self._seen = True
+        seconds = _seconds(timeout)
+        if not self._done.is_set():
+            deadline = None if seconds is None else time.monotonic() + seconds
+            for request in list(self._requests):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not request.wait(left):
+                    raise lockstep.TimeoutError(
+                        f"lockstep backend: Work.wait: {request!r} did not complete within {seconds:g} s"
+                    )
+            self._complete()
+            self._done.wait()
+        self._release()
+        if self._error is not None:
+            raise self._error
         return True
 
     def is_completed(self):
-        return True
+        if not self._done.is_set() and not self._claimed and self._requests and self._ready():
+            self._complete()
+        return self._done.is_set()
 
     def is_success(self):
-        return True
+        return self.is_completed() and self._error is None
 
     def exception(self):
-        return None
+        return self._error if self.is_completed() else None
 
     def synchronize(self):
         pass
 
     def result(self):
+        self.wait()
         return self._result
 
     def get_future(self):
+        self._seen = True
+        self._release()
         return self._future
 
     def source_rank(self):
+        self.wait()
         return self._source
 
     def _source_rank(self):
-        return self._source
+        return self.source_rank()
 
 
-def _completed(result):
-    """The Work of a call that has finished with `result` (a list of tensors: what gloo's futures hold)."""
-    if not _HAVE_FUTURE_WORK:  # pragma: no cover - torch 1.13 has it
-        return _CompletedWork(result)
-    future = torch.futures.Future()
-    future.set_result(result)
-    return _c10d._create_work_from_future(future)
+_LIVE = set()
+_UNSEEN = collections.deque(maxlen=1024)  # finished works nobody waited for nor took the future of, newest last
 
 
-# ------------------------------------------------------------------------------------------------ the process group
+class _Completer:
+    """One daemon thread per process that finishes works nobody waits for: it waits (the GIL released) on the oldest
+    pending work's requests, up to 1 ms at a time, and finishes every work whose requests completed. Collectives of a
+    communicator complete in issue order; sends and receives in any order, so it looks at all of them each time."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._pending = []
+        self._thread = None
+
+    def add(self, work):
+        with self._condition:
+            self._pending.append(work)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lockstep.torch completer", daemon=True)
+                self._thread.start()
+            self._condition.notify()
+
+    def _run(self):
+        while True:
+            with self._condition:
+                while not self._pending:
+                    self._condition.wait()
+                works = list(self._pending)
+            finished = []
+            for work in works:
+                try:
+                    if work._claimed or work._ready():
+                        work._complete()
+                        finished.append(work)
+                except Exception:  # noqa: BLE001 - a request the library no longer knows (after finalize)
+                    work._complete()
+                    finished.append(work)
+            if finished:
+                with self._condition:
+                    self._pending = [work for work in self._pending if not work._done.is_set()]
+            else:
+                works[0]._block(0.001)
+
+
+_COMPLETER = _Completer()
+
+
+def _copy_back(work, tensor):
+    """What finishes a call made on `work`, a contiguous copy of `tensor` (nothing when it is `tensor` itself)."""
+    if work is tensor:
+        return None
+    return lambda: tensor.copy_(work)
 
 
 def _joined(kind):
@@ -253,8 +421,10 @@ def _joined(kind):
 class ProcessGroupLockstep(_c10d.ProcessGroup):
     """A torch.distributed process group over a lockstep Communicator whose rank i is the group's rank i.
 
-    Every method blocks until lockstep's collective is done and returns a completed Work. The call forms are those of
-    torch's ProcessGroup bindings (a list and an options object, or the older tensor/root/op forms)."""
+    Every method issues lockstep's non-blocking form of its call (the communicator's progress thread runs it) and
+    returns a pending Work at once: wait() blocks until it completed and raises its error, get_future() completes when
+    it completes. The call forms are those of torch's ProcessGroup bindings (a list and an options object, or the
+    older tensor/root/op forms)."""
 
     def __init__(self, comm, rank, size):
         super().__init__(rank, size)
@@ -272,15 +442,16 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         tensor = _single(tensors, "allreduce")
         _check_dtype(tensor, "allreduce")
-        op = _lockstep_op(opts, tensor, "allreduce")
-        _in_place(tensor, lambda x: self.comm.allreduce(x, op=op, tag="torch allreduce"))
-        return _completed([tensor])
+        reduction = _reduction(opts, tensor, "allreduce")
+        work = _contiguous(tensor)
+        request = self.comm.allreduce(_dl(work), tag="torch allreduce", async_op=True, **reduction)
+        return _Work([request], [tensor], _copy_back(work, tensor))
 
     @_joined("allreduce")
     def allreduce_coalesced(self, tensors, opts=None):
         """One allreduce over the tensors laid end to end (as gloo does): they share one dtype."""
         if not tensors:
-            return _completed([])
+            return _Work([], [])
         first = tensors[0]
         _check_dtype(first, "allreduce_coalesced")
         for tensor in tensors:
@@ -289,14 +460,17 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                     "lockstep backend: allreduce_coalesced needs tensors of one dtype, got "
                     f"{first.dtype} and {tensor.dtype}"
                 )
-        op = _lockstep_op(opts, first, "allreduce_coalesced")
+        reduction = _reduction(opts, first, "allreduce_coalesced")
         flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
-        self.comm.allreduce(_dl(flat), op=op, tag="torch allreduce_coalesced")
-        offset = 0
-        for tensor in tensors:
-            tensor.copy_(flat[offset : offset + tensor.numel()].view(tensor.shape))
-            offset += tensor.numel()
-        return _completed(list(tensors))
+        request = self.comm.allreduce(_dl(flat), tag="torch allreduce_coalesced", async_op=True, **reduction)
+
+        def finish():
+            offset = 0
+            for tensor in tensors:
+                tensor.copy_(flat[offset : offset + tensor.numel()].view(tensor.shape))
+                offset += tensor.numel()
+
+        return _Work([request], list(tensors), finish)
 
     @_joined("reduce")
     def reduce(self, tensors, opts=None, op=None):
@@ -310,9 +484,17 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 )
         tensor = _single(tensors, "reduce")
         _check_dtype(tensor, "reduce")
-        lockstep_op = _lockstep_op(reduce_op, tensor, "reduce")
-        _in_place(tensor, lambda x: self.comm.reduce(x, root=root, op=lockstep_op, tag="torch reduce"))
-        return _completed([tensor])
+        reduction = _reduction(reduce_op, tensor, "reduce")
+        work = _contiguous(tensor)
+        request = self.comm.reduce(_dl(work), root=root, tag="torch reduce", async_op=True, **reduction)
+        return _Work([request], [tensor], _copy_back(work, tensor))
+
+    def _reduce_scatter_rows(self, output, stacked, opts, call):
+        reduction = _reduction(opts, output, call)
+        rows = _rows(output)
+        work = _contiguous(rows)
+        request = self.comm.reduce_scatter(_dl(stacked), out=_dl(work), tag=f"torch {call}", async_op=True, **reduction)
+        return _Work([request], [output], _copy_back(work, rows))
 
     @_joined("reduce_scatter")
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -325,14 +507,9 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _count(inputs, self.size(), "reduce_scatter")
         _check_dtype(output, "reduce_scatter")
         _same_layout(inputs, output, "reduce_scatter")
-        lockstep_op = _lockstep_op(op, output, "reduce_scatter")
         rows = _rows(output)
         stacked = torch.stack([tensor.reshape(rows.shape) for tensor in inputs]).view(_stacked_shape(rows, self.size()))
-        _in_place(
-            rows,
-            lambda out: self.comm.reduce_scatter(_dl(stacked), out=out, op=lockstep_op, tag="torch reduce_scatter"),
-        )
-        return _completed([output])
+        return self._reduce_scatter_rows(output, stacked, op, "reduce_scatter")
 
     @_joined("reduce_scatter")
     def _reduce_scatter_base(self, output, input, opts=None):
@@ -342,16 +519,8 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 f"lockstep backend: reduce_scatter_tensor: the input ({input.dtype}, {input.numel()} elements) must be "
                 f"the group's size ({self.size()}) times the output ({output.dtype}, {output.numel()} elements)"
             )
-        lockstep_op = _lockstep_op(opts, output, "reduce_scatter_tensor")
-        rows = _rows(output)
-        stacked = _contiguous(input).view(_stacked_shape(rows, self.size()))
-        _in_place(
-            rows,
-            lambda out: self.comm.reduce_scatter(
-                _dl(stacked), out=out, op=lockstep_op, tag="torch reduce_scatter_tensor"
-            ),
-        )
-        return _completed([output])
+        stacked = _contiguous(input).view(_stacked_shape(_rows(output), self.size()))
+        return self._reduce_scatter_rows(output, stacked, opts, "reduce_scatter_tensor")
 
     # ---------------------------------------------------------------------------------------- one to all, all to one
 
@@ -367,8 +536,9 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 )
         tensor = _single(tensors, "broadcast")
         _check_dtype(tensor, "broadcast")
-        _in_place(tensor, lambda x: self.comm.broadcast(x, root=root, tag="torch broadcast"))
-        return _completed([tensor])
+        work = _contiguous(tensor)
+        request = self.comm.broadcast(_dl(work), root=root, tag="torch broadcast", async_op=True)
+        return _Work([request], [tensor], _copy_back(work, tensor))
 
     @_joined("gather")
     def gather(self, output_tensors, input_tensors, opts=None):
@@ -385,11 +555,11 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             _count(outputs, self.size(), "gather")
             _same_layout(outputs, tensor, "gather")
             stacked = torch.empty(_stacked_shape(rows, self.size()), dtype=tensor.dtype, device=tensor.device)
-        self.comm.gather(_dl(rows), root=root, out=None if stacked is None else _dl(stacked), tag="torch gather")
-        if stacked is not None:
-            for output, block in zip(outputs, stacked.view((self.size(),) + tuple(rows.shape))):
-                output.copy_(block.view(output.shape))
-        return _completed([outputs] if outputs else [])
+        request = self.comm.gather(
+            _dl(rows), root=root, out=None if stacked is None else _dl(stacked), tag="torch gather", async_op=True
+        )
+        finish = None if stacked is None else lambda: _unstack(stacked, rows, outputs)
+        return _Work([request], [outputs] if outputs else [], finish)
 
     @_joined("scatter")
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -408,13 +578,11 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             stacked = torch.stack([tensor.reshape(rows.shape) for tensor in inputs]).view(
                 _stacked_shape(rows, self.size())
             )
-        _in_place(
-            rows,
-            lambda out: self.comm.scatter(
-                None if stacked is None else _dl(stacked), out, root=root, tag="torch scatter"
-            ),
+        work = _contiguous(rows)
+        request = self.comm.scatter(
+            None if stacked is None else _dl(stacked), _dl(work), root=root, tag="torch scatter", async_op=True
         )
-        return _completed([output])
+        return _Work([request], [output], _copy_back(work, rows))
 
     # ---------------------------------------------------------------------------------------- all to all
 
@@ -430,10 +598,8 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _same_layout(outputs, tensor, "allgather")
         rows = _rows(_contiguous(tensor))
         stacked = torch.empty(_stacked_shape(rows, self.size()), dtype=tensor.dtype, device=tensor.device)
-        self.comm.allgather(_dl(rows), out=_dl(stacked), tag="torch allgather")
-        for output, block in zip(outputs, stacked.view((self.size(),) + tuple(rows.shape))):
-            output.copy_(block.view(output.shape))
-        return _completed([outputs])
+        request = self.comm.allgather(_dl(rows), out=_dl(stacked), tag="torch allgather", async_op=True)
+        return _Work([request], [outputs], lambda: _unstack(stacked, rows, outputs))
 
     @_joined("allgather")
     def _allgather_base(self, output, input, opts=None):
@@ -445,19 +611,20 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             )
         rows = _rows(_contiguous(input))
         work = _contiguous(output)
-        self.comm.allgather(
-            _dl(rows), out=_dl(work.view(_stacked_shape(rows, self.size()))), tag="torch all_gather_into_tensor"
+        request = self.comm.allgather(
+            _dl(rows),
+            out=_dl(work.view(_stacked_shape(rows, self.size()))),
+            tag="torch all_gather_into_tensor",
+            async_op=True,
         )
-        if work is not output:
-            output.copy_(work)
-        return _completed([output])
+        return _Work([request], [output], _copy_back(work, output))
 
     @_joined("allgather")
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """One allgather of the inputs laid end to end; output_lists[r][j] gets rank r's input_list[j]."""
         _count(output_lists, self.size(), "allgather_coalesced")
         if not input_list:
-            return _completed(output_lists)
+            return _Work([], output_lists)
         first = input_list[0]
         _check_dtype(first, "allgather_coalesced")
         for outputs in output_lists:
@@ -476,17 +643,20 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 )
         flat = torch.cat([tensor.reshape(-1) for tensor in input_list])
         gathered = torch.empty(self.size() * flat.numel(), dtype=flat.dtype, device=flat.device)
-        self.comm.allgather(_dl(flat), out=_dl(gathered), tag="torch allgather_coalesced")
-        for outputs, block in zip(output_lists, gathered.view(self.size(), flat.numel())):
-            offset = 0
-            for output in outputs:
-                output.copy_(block[offset : offset + output.numel()].view(output.shape))
-                offset += output.numel()
-        return _completed(output_lists)
+        request = self.comm.allgather(_dl(flat), out=_dl(gathered), tag="torch allgather_coalesced", async_op=True)
+
+        def finish():
+            for outputs, block in zip(output_lists, gathered.view(self.size(), flat.numel())):
+                offset = 0
+                for output in outputs:
+                    output.copy_(block[offset : offset + output.numel()].view(output.shape))
+                    offset += output.numel()
+
+        return _Work([request], output_lists, finish)
 
     @_joined("alltoall")
     def alltoall(self, output_tensors, input_tensors, opts=None):
-        """Block j of this rank's input list to rank j: the tensors laid end to end, one alltoall_base."""
+        """Tensor j of this rank's input list to rank j, laid end to end: one alltoallv of their element counts."""
         _count(output_tensors, self.size(), "alltoall")
         _count(input_tensors, self.size(), "alltoall")
         first = input_tensors[0]
@@ -498,14 +668,17 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 )
         flat_in = torch.cat([tensor.reshape(-1) for tensor in input_tensors])
         flat_out = torch.empty(sum(t.numel() for t in output_tensors), dtype=first.dtype, device=first.device)
-        self._alltoall_rows(
+        request = self._alltoallv(
             flat_out, flat_in, [t.numel() for t in output_tensors], [t.numel() for t in input_tensors], "alltoall"
         )
-        offset = 0
-        for output in output_tensors:
-            output.copy_(flat_out[offset : offset + output.numel()].view(output.shape))
-            offset += output.numel()
-        return _completed(list(output_tensors))
+
+        def finish():
+            offset = 0
+            for output in output_tensors:
+                output.copy_(flat_out[offset : offset + output.numel()].view(output.shape))
+                offset += output.numel()
+
+        return _Work([request], list(output_tensors), finish)
 
     @_joined("alltoall")
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
@@ -529,11 +702,18 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 f"lockstep backend: all_to_all_single: splits {in_splits} -> {out_splits} do not fit input "
                 f"{list(input.shape)} and output {list(output.shape)} in a group of {size}"
             )
+        row = 1
+        for extent in out_rows.shape[1:]:
+            row *= extent
         work = _contiguous(out_rows)
-        self._alltoall_rows(work, _contiguous(in_rows), out_splits, in_splits, "all_to_all_single")
-        if work is not out_rows:
-            out_rows.copy_(work)
-        return _completed([output])
+        request = self._alltoallv(
+            work.reshape(-1),
+            _contiguous(in_rows).reshape(-1),
+            [rows * row for rows in out_splits],
+            [rows * row for rows in in_splits],
+            "all_to_all_single",
+        )
+        return _Work([request], [output], _copy_back(work, out_rows))
 
     def _even_splits(self, rows, what):
         if rows.shape[0] % self.size():
@@ -544,65 +724,53 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             )
         return [rows.shape[0] // self.size()] * self.size()
 
-    def _alltoall_rows(self, output, input, out_splits, in_splits, call):
-        """Rows in_splits[j] of `input` to rank j; rows from rank i into `output` at out_splits[i].
-
-        lockstep's alltoall moves equal blocks, so every block is padded to the largest block of the call on any rank.
-        That size is agreed with one allreduce (max) first, on every call: whether blocks are uneven is not something
-        a rank can see from its own splits alone, and every rank must make the same calls."""
-        size = self.size()
-        longest = torch.tensor([max(in_splits + out_splits)], dtype=torch.int64)
-        self.comm.allreduce(_dl(longest), op="max", tag=f"torch {call} block size")
-        block = int(longest.item())
-        if block == 0:
-            return
-        rest = tuple(input.shape[1:])
-        if in_splits == [block] * size:
-            padded_in = input
-        else:
-            padded_in = torch.zeros((size * block,) + rest, dtype=input.dtype, device=input.device)
-            offset = 0
-            for j, rows in enumerate(in_splits):
-                padded_in[j * block : j * block + rows] = input[offset : offset + rows]
-                offset += rows
-        if out_splits == [block] * size:
-            self.comm.alltoall(_dl(padded_in), out=_dl(output), tag=f"torch {call}")
-            return
-        padded_out = torch.empty((size * block,) + rest, dtype=input.dtype, device=input.device)
-        self.comm.alltoall(_dl(padded_in), out=_dl(padded_out), tag=f"torch {call}")
-        offset = 0
-        for i, rows in enumerate(out_splits):
-            output[offset : offset + rows] = padded_out[i * block : i * block + rows]
-            offset += rows
+    def _alltoallv(self, output, input, out_counts, in_counts, call):
+        """Elements in_counts[j] of the flat `input` to rank j; from rank i into the flat `output` at out_counts[i]:
+        lockstep's alltoallv, one call, no padding."""
+        return self.comm.alltoallv(
+            _dl(input), in_counts, _dl(output), out_counts, tag=f"torch {call}", async_op=True
+        )
 
     # ---------------------------------------------------------------------------------------- point to point
 
     def send(self, tensors, dstRank, tag=0):
         tensor = _single(tensors, "send")
         _check_dtype(tensor, "send")
-        self.comm.send(_dl(_contiguous(tensor)), dstRank, tag=tag, name="torch send")
-        return _completed([tensor])
+        request = self.comm.send(_dl(_contiguous(tensor)), dstRank, tag=tag, name="torch send", async_op=True)
+        return _Work([request], [tensor])
 
     def recv(self, tensors, srcRank, tag=0):
-        tensor = _single(tensors, "recv")
-        _check_dtype(tensor, "recv")
-        _in_place(tensor, lambda x: self.comm.recv(x, source=srcRank, tag=tag, name="torch recv"))
-        return _completed([tensor])
+        return self._recv(tensors, srcRank, tag)
 
     def recv_anysource(self, tensors, tag=0):
+        # torch.distributed.recv asks this Work for the sender (work._source_rank()).
+        return self._recv(tensors, lockstep.ANY_SOURCE, tag)
+
+    def _recv(self, tensors, source, tag):
         tensor = _single(tensors, "recv")
         _check_dtype(tensor, "recv")
-        sources = []
-        _in_place(tensor, lambda x: sources.append(self.comm.recv(x, source=-1, tag=tag, name="torch recv")))
-        # torch.distributed.recv asks this Work for the sender (work._source_rank()), from Python.
-        return _CompletedWork([tensor], sources[0])
+        work = _contiguous(tensor)
+        request = self.comm.recv(_dl(work), source=source, tag=tag, name="torch recv", async_op=True)
+        return _Work([request], [tensor], _copy_back(work, tensor), source=True)
+
+    # batch_isend_irecv brackets its sends and receives with these (torch 1.13); they are posted at once anyway.
+    def _start_coalescing(self, *args):
+        pass
+
+    def _end_coalescing(self, *args):
+        return None
 
     # ---------------------------------------------------------------------------------------- barrier
 
     @_joined("barrier")
     def barrier(self, opts=None):
-        self.comm.barrier(tag="torch barrier")
-        return _completed([])
+        return _Work([self.comm.barrier(tag="torch barrier", async_op=True)], [])
+
+
+def _unstack(stacked, rows, outputs):
+    """Copies block r of `stacked` (count blocks of `rows`' shape) into outputs[r]."""
+    for output, block in zip(outputs, stacked.view((len(outputs),) + tuple(rows.shape))):
+        output.copy_(block.view(output.shape))
 
 
 # ------------------------------------------------------------------------------------------------ creation
