@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 import zlib
 
 import torch
@@ -294,7 +295,11 @@ class _Work(_c10d.Work):
             deadline = None if seconds is None else time.monotonic() + seconds
             for request in list(self._requests):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not request.wait(left):
+                try:
+                    finished = request.wait(left)
+                except Exception:  # noqa: BLE001 - completed with an error: raised below, as the future holds it
+                    finished = True
+                if not finished:
                     raise lockstep.TimeoutError(
                         f"lockstep backend: Work.wait: {request!r} did not complete within {seconds:g} s"
                     )
@@ -429,6 +434,14 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def __init__(self, comm, rank, size):
         super().__init__(rank, size)
         self.comm = comm
+        # True: every call waits for its operation before it returns (as before asynchronous work), for comparisons.
+        self.blocking = False
+
+    def _work(self, requests, result, finish=None, source=False):
+        work = _Work(requests, result, finish, source)
+        if self.blocking:
+            work.wait()
+        return work
 
     def getBackendName(self):
         return BACKEND
@@ -445,13 +458,13 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         reduction = _reduction(opts, tensor, "allreduce")
         work = _contiguous(tensor)
         request = self.comm.allreduce(_dl(work), tag="torch allreduce", async_op=True, **reduction)
-        return _Work([request], [tensor], _copy_back(work, tensor))
+        return self._work([request], [tensor], _copy_back(work, tensor))
 
     @_joined("allreduce")
     def allreduce_coalesced(self, tensors, opts=None):
         """One allreduce over the tensors laid end to end (as gloo does): they share one dtype."""
         if not tensors:
-            return _Work([], [])
+            return self._work([], [])
         first = tensors[0]
         _check_dtype(first, "allreduce_coalesced")
         for tensor in tensors:
@@ -470,7 +483,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 tensor.copy_(flat[offset : offset + tensor.numel()].view(tensor.shape))
                 offset += tensor.numel()
 
-        return _Work([request], list(tensors), finish)
+        return self._work([request], list(tensors), finish)
 
     @_joined("reduce")
     def reduce(self, tensors, opts=None, op=None):
@@ -487,14 +500,14 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         reduction = _reduction(reduce_op, tensor, "reduce")
         work = _contiguous(tensor)
         request = self.comm.reduce(_dl(work), root=root, tag="torch reduce", async_op=True, **reduction)
-        return _Work([request], [tensor], _copy_back(work, tensor))
+        return self._work([request], [tensor], _copy_back(work, tensor))
 
     def _reduce_scatter_rows(self, output, stacked, opts, call):
         reduction = _reduction(opts, output, call)
         rows = _rows(output)
         work = _contiguous(rows)
         request = self.comm.reduce_scatter(_dl(stacked), out=_dl(work), tag=f"torch {call}", async_op=True, **reduction)
-        return _Work([request], [output], _copy_back(work, rows))
+        return self._work([request], [output], _copy_back(work, rows))
 
     @_joined("reduce_scatter")
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -538,7 +551,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         _check_dtype(tensor, "broadcast")
         work = _contiguous(tensor)
         request = self.comm.broadcast(_dl(work), root=root, tag="torch broadcast", async_op=True)
-        return _Work([request], [tensor], _copy_back(work, tensor))
+        return self._work([request], [tensor], _copy_back(work, tensor))
 
     @_joined("gather")
     def gather(self, output_tensors, input_tensors, opts=None):
@@ -559,7 +572,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             _dl(rows), root=root, out=None if stacked is None else _dl(stacked), tag="torch gather", async_op=True
         )
         finish = None if stacked is None else lambda: _unstack(stacked, rows, outputs)
-        return _Work([request], [outputs] if outputs else [], finish)
+        return self._work([request], [outputs] if outputs else [], finish)
 
     @_joined("scatter")
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -582,7 +595,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         request = self.comm.scatter(
             None if stacked is None else _dl(stacked), _dl(work), root=root, tag="torch scatter", async_op=True
         )
-        return _Work([request], [output], _copy_back(work, rows))
+        return self._work([request], [output], _copy_back(work, rows))
 
     # ---------------------------------------------------------------------------------------- all to all
 
@@ -599,7 +612,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         rows = _rows(_contiguous(tensor))
         stacked = torch.empty(_stacked_shape(rows, self.size()), dtype=tensor.dtype, device=tensor.device)
         request = self.comm.allgather(_dl(rows), out=_dl(stacked), tag="torch allgather", async_op=True)
-        return _Work([request], [outputs], lambda: _unstack(stacked, rows, outputs))
+        return self._work([request], [outputs], lambda: _unstack(stacked, rows, outputs))
 
     @_joined("allgather")
     def _allgather_base(self, output, input, opts=None):
@@ -617,14 +630,14 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             tag="torch all_gather_into_tensor",
             async_op=True,
         )
-        return _Work([request], [output], _copy_back(work, output))
+        return self._work([request], [output], _copy_back(work, output))
 
     @_joined("allgather")
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """One allgather of the inputs laid end to end; output_lists[r][j] gets rank r's input_list[j]."""
         _count(output_lists, self.size(), "allgather_coalesced")
         if not input_list:
-            return _Work([], output_lists)
+            return self._work([], output_lists)
         first = input_list[0]
         _check_dtype(first, "allgather_coalesced")
         for outputs in output_lists:
@@ -652,7 +665,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                     output.copy_(block[offset : offset + output.numel()].view(output.shape))
                     offset += output.numel()
 
-        return _Work([request], output_lists, finish)
+        return self._work([request], output_lists, finish)
 
     @_joined("alltoall")
     def alltoall(self, output_tensors, input_tensors, opts=None):
@@ -678,7 +691,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
                 output.copy_(flat_out[offset : offset + output.numel()].view(output.shape))
                 offset += output.numel()
 
-        return _Work([request], list(output_tensors), finish)
+        return self._work([request], list(output_tensors), finish)
 
     @_joined("alltoall")
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
@@ -713,7 +726,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
             [rows * row for rows in in_splits],
             "all_to_all_single",
         )
-        return _Work([request], [output], _copy_back(work, out_rows))
+        return self._work([request], [output], _copy_back(work, out_rows))
 
     def _even_splits(self, rows, what):
         if rows.shape[0] % self.size():
@@ -737,34 +750,34 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
         tensor = _single(tensors, "send")
         _check_dtype(tensor, "send")
         request = self.comm.send(_dl(_contiguous(tensor)), dstRank, tag=tag, name="torch send", async_op=True)
-        return _Work([request], [tensor])
+        return self._work([request], [tensor])
 
     def recv(self, tensors, srcRank, tag=0):
         return self._recv(tensors, srcRank, tag)
 
     def recv_anysource(self, tensors, tag=0):
         # torch.distributed.recv asks this Work for the sender (work._source_rank()).
-        return self._recv(tensors, lockstep.ANY_SOURCE, tag)
+        return self._recv(tensors, lockstep._lockstep.ANY_SOURCE, tag)
 
     def _recv(self, tensors, source, tag):
         tensor = _single(tensors, "recv")
         _check_dtype(tensor, "recv")
         work = _contiguous(tensor)
         request = self.comm.recv(_dl(work), source=source, tag=tag, name="torch recv", async_op=True)
-        return _Work([request], [tensor], _copy_back(work, tensor), source=True)
+        return self._work([request], [tensor], _copy_back(work, tensor), source=True)
 
     # batch_isend_irecv brackets its sends and receives with these (torch 1.13); they are posted at once anyway.
     def _start_coalescing(self, *args):
         pass
 
     def _end_coalescing(self, *args):
-        return None
+        return self._work([], [])
 
     # ---------------------------------------------------------------------------------------- barrier
 
     @_joined("barrier")
     def barrier(self, opts=None):
-        return _Work([self.comm.barrier(tag="torch barrier", async_op=True)], [])
+        return self._work([self.comm.barrier(tag="torch barrier", async_op=True)], [])
 
 
 def _unstack(stacked, rows, outputs):
@@ -795,14 +808,30 @@ def _group_tag(ranks):
     return zlib.crc32(",".join(map(str, ranks)).encode()) % 32768
 
 
+def _group_timeout(timeout):
+    """The watchdog timeout (seconds) of a group's communicator: the group's own timeout when the program gave one,
+    else lockstep's setting (None: LOCKSTEP_TIMEOUT, config `timeout`, 600 s by default). torch passes its default
+    (30 minutes) when the program gave none, and that default is not taken as the program's choice."""
+    if timeout is None or timeout == getattr(dist, "default_pg_timeout", None):
+        return None
+    return max(timeout.total_seconds(), 0.001)
+
+
 def _create_process_group(store, rank, size, timeout):
     """The creator torch calls (backend "lockstep") on each member of a new group."""
     lockstep.init()
     ranks = _world_ranks(store, rank, size)
     world = lockstep.Communicator.world()
+    options = {}
+    seconds = _group_timeout(timeout)
+    if seconds is not None:
+        options["timeout"] = seconds
     # Each group its own communicator (a duplicate of the world for a group of every rank): its calls never pair up
     # with those of another group or of lockstep.Communicator.world(), and its debug switch is its own.
-    comm = world.dup() if ranks == list(range(world.size)) else world.create_group(ranks, _group_tag(ranks))
+    if ranks == list(range(world.size)):
+        comm = world.dup(**options)
+    else:
+        comm = world.create_group(ranks, _group_tag(ranks), **options)
     return ProcessGroupLockstep(comm, rank, size)
 
 
@@ -810,7 +839,11 @@ def _register():
     plugins = getattr(dist.Backend, "_plugins", {})
     if BACKEND.upper() in plugins or hasattr(dist.Backend, BACKEND.upper()):
         return
-    dist.Backend.register_backend(BACKEND, _create_process_group)
+    keywords = {}
+    # torch 2.x asks which devices a backend serves (a feature check, not a version test).
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        keywords["devices"] = ["cpu", "cuda"]
+    dist.Backend.register_backend(BACKEND, _create_process_group, **keywords)
 
 
 _register()
@@ -880,3 +913,37 @@ def init_process_group(backend=BACKEND, timeout=None, **kwargs):
     world = lockstep.Communicator.world()
     store = _rendezvous_store(world, timeout)
     dist.init_process_group(backend, store=store, rank=world.rank, world_size=world.size, timeout=timeout, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ env:// without variables
+
+_RENDEZVOUS = sys.modules.get("torch.distributed.rendezvous")
+_TORCH_ENV_HANDLER = getattr(_RENDEZVOUS, "_rendezvous_handlers", {}).get("env")
+
+
+def _given(url, name, variable):
+    """Whether the rendezvous URL's query (torch puts rank= and world_size= there) or the environment gives `name`."""
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
+    return name in query or bool(os.environ.get(variable))
+
+
+def _env_rendezvous(url, timeout=None, **kwargs):
+    """torch's env:// rendezvous, or, when neither the environment nor the call gives a rank and a world size (a job
+    started by mpirun or srun with nothing set), lockstep's: rank and size are MPI's, and rank 0's store address is
+    broadcast through lockstep. So plain dist.init_process_group("lockstep") (or "gloo") works under mpirun, srun and
+    `lockstep launch`; a job that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun, `lockstep launch`)
+    keeps torch's own rendezvous."""
+    has_rank = _given(url, "rank", "RANK")
+    has_size = _given(url, "world_size", "WORLD_SIZE")
+    if has_rank or has_size:
+        yield from _TORCH_ENV_HANDLER(url, **({} if timeout is None else {"timeout": timeout}), **kwargs)
+        return
+    timeout = _timedelta(timeout)
+    lockstep.init()
+    world = lockstep.Communicator.world()
+    yield (_rendezvous_store(world, timeout), world.rank, world.size)
+    raise lockstep.InvalidUsageError("lockstep backend: env:// cannot rendezvous again (torch asked for a new one)")
+
+
+if _TORCH_ENV_HANDLER is not None:  # feature check: torch's table of rendezvous handlers by URL scheme
+    _RENDEZVOUS._rendezvous_handlers["env"] = _env_rendezvous
