@@ -915,7 +915,7 @@ def init_process_group(backend=BACKEND, timeout=None, **kwargs):
     dist.init_process_group(backend, store=store, rank=world.rank, world_size=world.size, timeout=timeout, **kwargs)
 
 
-# ------------------------------------------------------------------------------------------------ env:// without variables
+# -------------------------------------------------------------------------------------------- env:// without variables
 
 _RENDEZVOUS = sys.modules.get("torch.distributed.rendezvous")
 _TORCH_ENV_HANDLER = getattr(_RENDEZVOUS, "_rendezvous_handlers", {}).get("env")
