@@ -51,15 +51,10 @@ BACKEND = "lockstep"
 # ------------------------------------------------------------------------------------------------ reductions
 
 # torch's reduction → lockstep's. Bool tensors travel as uint8 (0/1): a sum there would store 2, so logical OR (sum)
-# and AND (product) are max and min, as torch's own bool arithmetic has it.
-_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "mean"}
-_BOOL_OPS = {"SUM": "max", "PRODUCT": "min", "MIN": "min", "MAX": "max"}
-_INSTEAD = {
-    "BAND": "ReduceOp.MIN on 0/1 or bool tensors (logical AND)",
-    "BOR": "ReduceOp.MAX on 0/1 or bool tensors (logical OR)",
-    "BXOR": "ReduceOp.SUM on 0/1 values, then % 2",
-    "PREMUL_SUM": "a multiplication before ReduceOp.SUM",
-}
+# and AND (product) are max and min, as torch's own bool arithmetic has it; the bitwise ops work on 0/1 as they are.
+_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "mean", "BAND": "band", "BOR": "bor"}
+_OPS["BXOR"] = "bxor"
+_BOOL_OPS = {"SUM": "max", "PRODUCT": "min", "MIN": "min", "MAX": "max", "BAND": "band", "BOR": "bor", "BXOR": "bxor"}
 
 
 def _op_name(op):
@@ -72,23 +67,101 @@ def _op_name(op):
 
 def _reduction(op, tensor, call):
     """The keywords of lockstep's reduction for torch's ReduceOp (or an options object holding one)."""
-    return {"op": _lockstep_op(op, tensor, call)}
-
-
-def _lockstep_op(op, tensor, call):
     name = _op_name(op)
+    if name == "PREMUL_SUM":
+        factor = getattr(_CALL_FACTOR, "value", None)
+        if factor is None:
+            raise lockstep.UnsupportedError(
+                f"lockstep backend: {call} with a ReduceOp.PREMUL_SUM whose factor lockstep cannot read (torch keeps "
+                f"it in C++): make it with torch.distributed._make_nccl_premul_sum(factor) after importing "
+                f"lockstep.torch, and pass it to torch.distributed's all_reduce, reduce, reduce_scatter or "
+                f"reduce_scatter_tensor"
+            )
+        return {"op": "premul_sum", "factor": factor}
     table = _BOOL_OPS if tensor.dtype == torch.bool else _OPS
     if name in table:
-        return table[name]
+        return {"op": table[name]}
     if name == "AVG":
         raise lockstep.UnsupportedError(
             f"lockstep backend: {call} with ReduceOp.AVG on a bool tensor is not supported; cast to a float dtype"
         )
-    instead = _INSTEAD.get(name, "ReduceOp.SUM, PRODUCT, MIN, MAX or AVG")
-    raise lockstep.UnsupportedError(
-        f"lockstep backend: {call} with ReduceOp.{name} is not supported (lockstep reduces with sum, prod, min, max "
-        f"and mean); use {instead}, or a gloo group (dist.new_group(backend='gloo')) for this call"
-    )
+    raise lockstep.UnsupportedError(f"lockstep backend: {call} with ReduceOp.{name}: an op lockstep does not know")
+
+
+# torch's PREMUL_SUM op keeps its factor in C++, out of a Python backend's reach. So lockstep.torch wraps the function
+# that makes one, to remember each op's factor, and the functions that take an op, to hand that factor to the backend
+# for the duration of the call (per thread).
+_PREMUL_FACTORS = collections.OrderedDict()  # id(op) -> (op, factor); the newest _PREMUL_KEPT
+_PREMUL_KEPT = 4096
+_CALL_FACTOR = threading.local()
+
+
+def _premul_factor(factor):
+    """A float, or the one-element tensor of torch's list form (one tensor per device: one device per process)."""
+    if isinstance(factor, (list, tuple)):
+        if len(factor) != 1:
+            raise lockstep.UnsupportedError(
+                f"lockstep backend: _make_nccl_premul_sum with {len(factor)} factors: one process drives one device"
+            )
+        factor = factor[0]
+    if isinstance(factor, torch.Tensor):
+        if factor.numel() != 1:
+            raise lockstep.ShapeError(f"lockstep backend: a PREMUL_SUM factor of {factor.numel()} elements, not one")
+        factor = factor.item()
+    return factor
+
+
+def _wrap_premul_maker(maker):
+    @functools.wraps(maker)
+    def make(factor):
+        op = maker(factor)
+        _PREMUL_FACTORS[id(op)] = (op, _premul_factor(factor))
+        while len(_PREMUL_FACTORS) > _PREMUL_KEPT:
+            _PREMUL_FACTORS.popitem(last=False)
+        return op
+
+    return make
+
+
+def _wrap_reduction_call(function):
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            op = signature.bind_partial(*args, **kwargs).arguments.get("op")
+        except TypeError:
+            op = None
+        entry = _PREMUL_FACTORS.get(id(op)) if op is not None else None
+        if entry is None or entry[0] is not op:
+            return function(*args, **kwargs)
+        _CALL_FACTOR.value = entry[1]
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _CALL_FACTOR.value = None
+
+    call.__wrapped_by_lockstep__ = True
+    return call
+
+
+def _install_premul_wrappers():
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    for module in (c10d, dist):
+        if module is None:
+            continue
+        maker = getattr(module, "_make_nccl_premul_sum", None)
+        if maker is not None and not getattr(maker, "__wrapped_by_lockstep__", False):
+            wrapped = _wrap_premul_maker(maker)
+            wrapped.__wrapped_by_lockstep__ = True
+            setattr(module, "_make_nccl_premul_sum", wrapped)
+        for name in ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base"):
+            function = getattr(module, name, None)
+            if function is not None and not getattr(function, "__wrapped_by_lockstep__", False):
+                setattr(module, name, _wrap_reduction_call(function))
+
+
+_install_premul_wrappers()
 
 
 # ------------------------------------------------------------------------------------------------ tensors
@@ -98,12 +171,17 @@ _DTYPES = {
     torch.float64,
     torch.float16,
     torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
     torch.int8,
     torch.uint8,
+    torch.int16,
     torch.int32,
     torch.int64,
     torch.bool,
-}
+} | {
+    getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name)
+}  # torch 2.3 and later
 
 
 def _check_layout(tensor, call):
@@ -121,7 +199,8 @@ def _check_dtype(tensor, call):
     if tensor.dtype not in _DTYPES:
         raise lockstep.DTypeError(
             f"lockstep backend: {call} on a {tensor.dtype} tensor: lockstep carries float32, float64, float16, "
-            f"bfloat16, int8, uint8, int32, int64 and bool; cast it (int16 to int32, complex with torch.view_as_real)"
+            f"bfloat16, complex64, complex128, int8, uint8, int16, uint16, int32, uint32, int64, uint64 and bool; "
+            f"cast it to one of them"
         )
 
 
