@@ -201,7 +201,9 @@ def case_dry_run(lockstep, child, tmp, _):
     check(json.loads(p.stdout)["launcher"] == "openmpi", "--launcher overrides Slurm detection")
 
     # Without a hostfile, the node list is known only on the ranks: lockstep-rank-env reads its first host there.
-    plan = json.loads(run([lockstep, "launch", "--dry-run", "--json", child], dict(slurm_env, SLURM_MPI_TYPE="pmix")).stdout)
+    plan = json.loads(
+        run([lockstep, "launch", "--dry-run", "--json", child], dict(slurm_env, SLURM_MPI_TYPE="pmix")).stdout
+    )
     check(
         "MASTER_ADDR" not in plan["environment"]
         and "MASTER_PORT" in plan["environment"]

@@ -30,26 +30,63 @@ def seen(stdout):
     return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
 
 
-TORCH = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-         "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT")
+TORCH = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 def main():
     wrapper = sys.argv[1]
     base = {"PATH": "/usr/bin:/bin"}
 
-    hydra = dict(base, PMI_RANK="3", PMI_SIZE="4", MPI_LOCALRANKID="1", MPI_LOCALNRANKS="2", MASTER_ADDR="h0",
-                 MASTER_PORT="5555", KEEP="me")
+    hydra = dict(
+        base,
+        PMI_RANK="3",
+        PMI_SIZE="4",
+        MPI_LOCALRANKID="1",
+        MPI_LOCALNRANKS="2",
+        MASTER_ADDR="h0",
+        MASTER_PORT="5555",
+        KEEP="me",
+    )
     p = run([wrapper, "--from", "hydra", "--", "env"], hydra)
     got = seen(p.stdout)
-    want = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
-            "GROUP_WORLD_SIZE": "2", "ROLE_RANK": "3", "ROLE_WORLD_SIZE": "4", "ROLE_NAME": "default",
-            "MASTER_ADDR": "h0", "MASTER_PORT": "5555"}
+    want = {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "2",
+        "ROLE_RANK": "3",
+        "ROLE_WORLD_SIZE": "4",
+        "ROLE_NAME": "default",
+        "MASTER_ADDR": "h0",
+        "MASTER_PORT": "5555",
+    }
     check(p.returncode == 0 and {k: got.get(k) for k in TORCH} == want, f"Hydra's variables: {got}")
     check(got.get("KEEP") == "me" and got.get("PMI_RANK") == "3", "the rest of the environment is kept")
 
-    slurm = dict(base, SLURM_PROCID="2", SLURM_NTASKS="3", SLURM_LOCALID="0", SLURM_NODEID="1",
-                 SLURM_STEP_TASKS_PER_NODE="2,1", SLURM_STEP_NODELIST="gpu[3-4]", MASTER_PORT="7000")
+    slurm = dict(
+        base,
+        SLURM_PROCID="2",
+        SLURM_NTASKS="3",
+        SLURM_LOCALID="0",
+        SLURM_NODEID="1",
+        SLURM_STEP_TASKS_PER_NODE="2,1",
+        SLURM_STEP_NODELIST="gpu[3-4]",
+        MASTER_PORT="7000",
+    )
     got = seen(run([wrapper, "--from", "srun", "env"], slurm).stdout)
     check(
         (got.get("RANK"), got.get("LOCAL_WORLD_SIZE"), got.get("GROUP_RANK"), got.get("MASTER_ADDR"))
@@ -60,8 +97,13 @@ def main():
     p = run([wrapper, "--from", "srun", "--", "/bin/sh", "-c", 'echo "$RANK:$1"', "sh", "--from"], slurm)
     check(p.stdout.strip() == "2:--from", "the program and its arguments are untouched")
 
-    openmpi = dict(base, OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="1", OMPI_COMM_WORLD_LOCAL_RANK="0",
-                   OMPI_COMM_WORLD_LOCAL_SIZE="1")
+    openmpi = dict(
+        base,
+        OMPI_COMM_WORLD_RANK="0",
+        OMPI_COMM_WORLD_SIZE="1",
+        OMPI_COMM_WORLD_LOCAL_RANK="0",
+        OMPI_COMM_WORLD_LOCAL_SIZE="1",
+    )
     p = run([wrapper, "--from", "openmpi", "--", "no-such-program-lockstep"], openmpi)
     check(p.returncode == 127 and "'no-such-program-lockstep'" in p.stderr, "a program not found: 127, named")
     with tempfile.TemporaryDirectory() as tmp:
