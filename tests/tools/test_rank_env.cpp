@@ -135,6 +135,9 @@ BOOST_AUTO_TEST_CASE(unreadable_launcher_variables_are_named) {
         return std::string("no error");
     };
     BOOST_TEST(message(re::Source::OpenMpi, {}).find("OMPI_COMM_WORLD_RANK is not set") != std::string::npos);
+    BOOST_TEST(message(re::Source::Srun,
+                       {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}})
+                   .find("SLURM_STEP_TASKS_PER_NODE is not set") != std::string::npos);
     BOOST_TEST(message(re::Source::Hydra, {{"PMI_RANK", "x"}}).find("PMI_RANK='x' is not a count") !=
                std::string::npos);
     const re::Environment slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},         {"SLURM_LOCALID", "0"},

@@ -176,6 +176,8 @@ Environment torch_variables(Source source, const Environment& environment) {
             }
             break;
         }
+        if (per_node.empty())
+            throw RankEnvError{"SLURM_STEP_TASKS_PER_NODE is not set; was this program started by srun?"};
         if (static_cast<std::size_t>(group_rank) >= per_node.size()) {
             throw RankEnvError{"SLURM_STEP_TASKS_PER_NODE does not list node " + std::to_string(group_rank) +
                                " (SLURM_NODEID)"};

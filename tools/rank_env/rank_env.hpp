@@ -36,7 +36,8 @@ enum class Source { OpenMpi, Hydra, Srun };
 
 // torchrun's variables for this rank, computed from `environment` (the rank's own, as the launcher started it).
 // MASTER_ADDR and MASTER_PORT are left as they are when set; MASTER_ADDR otherwise comes from the Slurm node list
-// (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST: its first host), else 127.0.0.1. GROUP_RANK is the node's index:
+// (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST: its first host), else 127.0.0.1; MASTER_PORT otherwise is torchrun's
+// default, 29500. GROUP_RANK is the node's index:
 // Slurm's SLURM_NODEID; for mpirun, which does not say it, the index of the block of LOCAL_WORLD_SIZE ranks this rank
 // is in (ranks placed by slot, the same number on every node, as mpirun does by default and as torchrun assumes).
 // Throws RankEnvError when a variable the launcher should have set is missing or not a count.
