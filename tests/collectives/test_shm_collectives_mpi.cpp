@@ -193,7 +193,9 @@ std::vector<double> values(const Tensor& t) {
 double element(DType dtype, std::int64_t i, int r) {
     const std::int64_t k = (i * 5 + static_cast<std::int64_t>(r) * 3) % 7;
     if (dtype == DType::Bool) return k % 3 == 0 ? 1.0 : 0.0;
-    if (dtype == DType::UInt8) return static_cast<double>((k + 1) % 4);
+    if (dtype == DType::UInt8 || dtype == DType::UInt16 || dtype == DType::UInt32 || dtype == DType::UInt64) {
+        return static_cast<double>((k + 1) % 4);
+    }
     const double v = static_cast<double>(k - 3);
     return is_floating(dtype) ? v * 0.5 : v;
 }
@@ -246,6 +248,7 @@ std::vector<double> reduced(DType dtype, ReduceOp op, int n, std::int64_t count,
 }
 
 bool valid_op(DType dtype, ReduceOp op) {
+    if (is_complex(dtype)) return op != ReduceOp::Max && op != ReduceOp::Min;
     return op != ReduceOp::Mean || is_floating(dtype);
 }
 
