@@ -242,8 +242,8 @@ inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
     }
     const ReduceOpTraits& row = reduce_op_table[static_cast<std::size_t>(op)];
     if (!row.reduces(t.dtype())) [[unlikely]] {
-        throw DTypeError(fmt::format("{}: reduce op {} is not defined on dtype {} ({}); it takes {}", op_name(kind),
-                                     row.name, dtype_name(t.dtype()), t.str(), row.takes));
+        throw DTypeError(fmt::format("{}: the {} of {} is not defined on dtype {}; {} takes {}", op_name(kind),
+                                     row.name, t.str(), dtype_name(t.dtype()), row.name, row.takes));
     }
 }
 
