@@ -227,8 +227,12 @@ def check_alltoallv(comm, r, n):
     got = np.asarray(comm.alltoallv(x, send, recv))
     starts = [sum(((q + j) % 2 + 1) for j in range(r)) for q in range(n)]
     expected = np.concatenate(
-        [(np.arange(2 * sum((q + j) % 2 + 1 for j in range(n))) + 100 * q + 1j * q).astype(np.complex64).reshape(
-            -1, 2)[starts[q] : starts[q] + recv[q]] for q in range(n)]
+        [
+            (np.arange(2 * sum((q + j) % 2 + 1 for j in range(n))) + 100 * q + 1j * q)
+            .astype(np.complex64)
+            .reshape(-1, 2)[starts[q] : starts[q] + recv[q]]
+            for q in range(n)
+        ]
     )
     np.testing.assert_array_equal(got, expected)
     # Counts that do not add up to the rows, or of the wrong length: refused on every rank (each rank's own check).
