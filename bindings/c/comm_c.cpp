@@ -246,10 +246,20 @@ void check_alltoall(const Tensors& a, const char* entry) {
     check_like(*a.out, a.in->shape(), *a.in, entry);
 }
 
-// alltoallv's count arrays as spans of `size` (checked non-NULL; the C++ operation checks their values).
-std::span<const std::int64_t> counts_of(const int64_t* counts, int size, const char* entry, const char* which) {
-    if (counts == nullptr) throw InvalidArgumentError(fmt::format("{}: {} is NULL", entry, which));
-    return {counts, static_cast<std::size_t>(size)};
+// alltoallv's tensors and count arrays (one per process, non-NULL; the C++ operation checks their values).
+struct AlltoallvCounts {
+    std::span<const std::int64_t> send;
+    std::span<const std::int64_t> recv;
+};
+AlltoallvCounts check_alltoallv(const Tensors& a, const int64_t* send_counts, const int64_t* recv_counts, int size,
+                                const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    for (const auto& [counts, which] : {std::pair{send_counts, "send_counts"}, std::pair{recv_counts, "recv_counts"}}) {
+        if (counts == nullptr) throw InvalidArgumentError(fmt::format("{}: {} is NULL", entry, which));
+    }
+    const auto n = static_cast<std::size_t>(size);
+    return {{send_counts, n}, {recv_counts, n}};
 }
 
 // A request's copy of the operation's new result tensor into the caller's output (lockstep_request_s::finish).
@@ -715,16 +725,9 @@ lockstep_status_t lockstep_alltoallv(lockstep_comm_t comm, lockstep_tensor_t inp
         const Tensors a(input, output);
         const CallSite site = begin_call(c, options, entry, OpKind::Alltoallv, a.in, -1, std::nullopt);
         Call call{c, OpKind::Alltoallv, a.in, -1, std::nullopt, site};
-        std::span<const std::int64_t> send;
-        std::span<const std::int64_t> recv;
-        call(
-            [&] {
-                a.check_input(entry);
-                a.check_output(entry);
-                send = counts_of(send_counts, c.size(), entry, "send_counts");
-                recv = counts_of(recv_counts, c.size(), entry, "recv_counts");
-            },
-            [&] { c.alltoallv_into(*a.in, send, *a.out, recv, site); });
+        AlltoallvCounts counts;
+        call([&] { counts = check_alltoallv(a, send_counts, recv_counts, c.size(), entry); },
+             [&] { c.alltoallv_into(*a.in, counts.send, *a.out, counts.recv, site); });
     });
 }
 
@@ -921,18 +924,11 @@ lockstep_status_t lockstep_ialltoallv(lockstep_comm_t comm, lockstep_tensor_t in
         Communicator& c = nonblocking_communicator(comm, entry, request);
         const Tensors a(input, output);
         NonBlockingCall call{c, comm, entry, OpKind::Alltoallv, a.in};
-        std::span<const std::int64_t> send;
-        std::span<const std::int64_t> recv;
+        AlltoallvCounts counts;
         call(
-            options, request,
-            [&] {
-                a.check_input(entry);
-                a.check_output(entry);
-                send = counts_of(send_counts, c.size(), entry, "send_counts");
-                recv = counts_of(recv_counts, c.size(), entry, "recv_counts");
-            },
+            options, request, [&] { counts = check_alltoallv(a, send_counts, recv_counts, c.size(), entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
-                r.work = c.ialltoallv_into(*a.in, send, *a.out, recv, site);
+                r.work = c.ialltoallv_into(*a.in, counts.send, *a.out, counts.recv, site);
             });
     });
 }
