@@ -75,6 +75,23 @@ def check_new_dtypes_names(comm, r, n):
         # numpy arrays of the dtype wrap without a copy
         a = np.zeros(3, dtype=name)
         assert lockstep.as_tensor(a).dtype == name
+    # DLPack both ways: numpy takes complex and the new integers from lockstep, and gives them back.
+    for name in ("int16", "uint16", "uint32", "uint64", "complex64", "complex128"):
+        a = (np.arange(4) * 3).astype(name)
+        t = lockstep.from_dlpack(a)
+        assert t.dtype == name, (t.dtype, name)
+        back = np.from_dlpack(t)
+        assert back.dtype == np.dtype(name) and (back == a).all(), (back, a)
+    try:
+        import torch  # noqa: F401 (torch 1.13 speaks DLPack for int16 and the complex types)
+    except ImportError:
+        torch = None
+    if torch is not None:
+        for dtype, name in ((torch.int16, "int16"), (torch.complex64, "complex64"), (torch.complex128, "complex128")):
+            x = torch.arange(4).to(dtype)
+            t = lockstep.from_dlpack(x)
+            assert t.dtype == name, (t.dtype, name)
+            assert torch.equal(torch.from_dlpack(t), x)
     assert lockstep.empty((1,), "short").dtype == "int16"
     assert lockstep.empty((1,), "cfloat").dtype == "complex64"
 
