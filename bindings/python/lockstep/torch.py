@@ -819,7 +819,9 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def _alltoallv(self, output, input, out_counts, in_counts, call):
         """Elements in_counts[j] of the flat `input` to rank j; from rank i into the flat `output` at out_counts[i]:
         lockstep's alltoallv, one call, no padding."""
-        return self.comm.alltoallv(_dl(input), in_counts, _dl(output), out_counts, tag=f"torch {call}", async_op=True)
+        return self.comm.alltoallv(
+            _dl(input), in_counts, out_counts, out=_dl(output), tag=f"torch {call}", async_op=True
+        )
 
     # ---------------------------------------------------------------------------------------- point to point
 
