@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::seconds(5));
             expect(!comm->timed_out(), "the rank that did not wait is untouched", rank);
             if (mode == "late") {
+                // Once every waiting rank has its TimeoutError (each says so on the world): no timing involved.
+                lockstep::Tensor note = lockstep::Tensor::full({1}, 0.0, lockstep::DType::Float32);
+                for (int r = 0; r < last; ++r) world.recv(note, r, 7);
                 const lockstep::Tensor late = comm->allreduce(ones);
                 expect(late.data<float>()[0] == static_cast<float>(size), "the late allreduce completes", rank);
             }
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
             expect(contains(later, "`lockstep::allreduce` #2"), "... with the original headline: " + later, rank);
             (void)timeout_text([&] { (void)comm->iallreduce(ones); }, "a later iallreduce", rank);
             (void)timeout_text([&] { (void)comm->dup(); }, "a later dup", rank);
+            if (mode == "late") world.send(ones.narrow_rows(0, 1), last, 7);
         }
         comm.reset();  // must not hang, broken or not
         const lockstep::Tensor all = world.allreduce(ones);
