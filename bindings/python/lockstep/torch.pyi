@@ -11,7 +11,6 @@ BACKEND: str
 class ProcessGroupLockstep(ProcessGroup):
     comm: Communicator  # rank i is the group's rank i
     def __init__(self, comm: Communicator, rank: int, size: int) -> None: ...
-    def getBackendName(self) -> str: ...
 
 def init_process_group(
     backend: str = "lockstep", timeout: Optional[Union[float, datetime.timedelta]] = None, **kwargs: Any
