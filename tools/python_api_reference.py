@@ -135,8 +135,10 @@ class Reference:
                     self.doc(where, member, name)
                 continue
             if "property" in decorators(nodes[0]):
-                self.lines += ["", f"{'#' * (level + 1)} `{where}` (read-only property) -> "
-                               f"`{ast.unparse(nodes[0].returns)}`"]
+                self.lines += [
+                    "",
+                    f"{'#' * (level + 1)} `{where}` (read-only property) -> " f"`{ast.unparse(nodes[0].returns)}`",
+                ]
                 self.doc(where, member, name)
                 continue
             kind = " (static method)" if "staticmethod" in decorators(nodes[0]) else ""
@@ -187,21 +189,37 @@ def document_module(reference, module, names, trees, level):
             overloads = [n for n in nodes if "overload" in decorators(n)] or nodes
             reference.function(qualified, obj, overloads, level)
         elif isinstance(node, ast.AnnAssign):
-            reference.lines += ["", f"{'#' * level} `{qualified}: {ast.unparse(node.annotation)}`", "",
-                                CONSTANTS.get(qualified, "")]
+            reference.lines += [
+                "",
+                f"{'#' * level} `{qualified}: {ast.unparse(node.annotation)}`",
+                "",
+                CONSTANTS.get(qualified, ""),
+            ]
         else:  # an alias: name = other
-            reference.lines += ["", f"{'#' * level} `{qualified}`", "", f"The same class as `{ast.unparse(node.value)}`."]
+            reference.lines += [
+                "",
+                f"{'#' * level} `{qualified}`",
+                "",
+                f"The same class as `{ast.unparse(node.value)}`.",
+            ]
 
 
 def error_table(reference, lockstep, names):
-    reference.lines += ["", "## Exceptions", "",
-                        "Every failing status code of the C interface (`lockstep.h`) is one class: `.status` is the code,"
-                        " `.name` its name. All derive from `lockstep.Error`, a `RuntimeError`.", "",
-                        "| Class | Also a | Status | When |", "|---|---|---|---|"]
+    reference.lines += [
+        "",
+        "## Exceptions",
+        "",
+        "Every failing status code of the C interface (`lockstep.h`) is one class: `.status` is the code,"
+        " `.name` its name. All derive from `lockstep.Error`, a `RuntimeError`.",
+        "",
+        "| Class | Also a | Status | When |",
+        "|---|---|---|---|",
+    ]
     for name in names:
         cls = getattr(lockstep, name)
-        extra = ", ".join(f"`{b.__module__}.{b.__name__}`".replace("builtins.", "")
-                          for b in cls.__bases__ if b is not lockstep.Error)
+        extra = ", ".join(
+            f"`{b.__module__}.{b.__name__}`".replace("builtins.", "") for b in cls.__bases__ if b is not lockstep.Error
+        )
         if not cls.__doc__:
             reference.undocumented.append(f"lockstep.{name}")
         reference.lines.append(f"| `lockstep.{name}` | {extra} | `{cls.name}` | {cls.__doc__ or ''} |")
@@ -219,13 +237,17 @@ def build(package_dir):
         "arguments, defaults, return types) and its docstrings (what each does and raises); `meson test",
         "python_api_reference` fails when this file is out of date. Arrays (`_Array`, `_T`) are anything the package",
         "takes without a copy: buffer-protocol objects (numpy arrays, `bytearray`, `memoryview`), DLPack producers",
-        "(torch, cupy, jax) and `lockstep.Tensor`; a collective called with `async_op=True` returns a `lockstep.Request`.",
+        "(torch, cupy, jax) and `lockstep.Tensor`; a collective called with `async_op=True` returns a",
+        "`lockstep.Request`.",
         "",
         "## lockstep",
     ]
     reference.lines += ["", inspect.cleandoc(lockstep.__doc__).split("\n\n")[0]]
-    errors = [n for n in lockstep.__all__ if isinstance(getattr(lockstep, n), type)
-              and issubclass(getattr(lockstep, n), lockstep.Error) and n != "Error"]
+    errors = [
+        n
+        for n in lockstep.__all__
+        if isinstance(getattr(lockstep, n), type) and issubclass(getattr(lockstep, n), lockstep.Error) and n != "Error"
+    ]
     document_module(reference, lockstep, [n for n in lockstep.__all__ if n not in errors], trees, 3)
     error_table(reference, lockstep, errors)
 
@@ -249,18 +271,22 @@ def main():
     text, undocumented = build(os.path.abspath(options.package_dir))
     status = 0
     if undocumented:
-        print("python_api_reference: public names without a docstring:\n  " + "\n  ".join(undocumented),
-              file=sys.stderr)
+        print(
+            "python_api_reference: public names without a docstring:\n  " + "\n  ".join(undocumented), file=sys.stderr
+        )
         status = 1
     if options.check:
         with open(options.check, encoding="utf-8") as f:
             current = f.read()
         if current != text:
-            sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                                       options.check, "generated"))
-            print(f"python_api_reference: {options.check} is out of date: regenerate it with\n"
-                  f"  /usr/bin/python3 tools/python_api_reference.py {options.package_dir} --output {options.check}",
-                  file=sys.stderr)
+            sys.stdout.writelines(
+                difflib.unified_diff(current.splitlines(True), text.splitlines(True), options.check, "generated")
+            )
+            print(
+                f"python_api_reference: {options.check} is out of date: regenerate it with\n"
+                f"  /usr/bin/python3 tools/python_api_reference.py {options.package_dir} --output {options.check}",
+                file=sys.stderr,
+            )
             status = 1
     elif options.output:
         with open(options.output, "w", encoding="utf-8") as f:

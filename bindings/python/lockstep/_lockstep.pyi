@@ -57,11 +57,19 @@ class Communicator:
     def world() -> Communicator: ...
     @staticmethod
     def from_fortran(
-        handle: int, *, debug: Optional[bool] = None, timeout: Optional[float] = None, shared_memory: Optional[bool] = None
+        handle: int,
+        *,
+        debug: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        shared_memory: Optional[bool] = None,
     ) -> Communicator: ...
     @staticmethod
     def from_mpi4py(
-        comm: Any, *, debug: Optional[bool] = None, timeout: Optional[float] = None, shared_memory: Optional[bool] = None
+        comm: Any,
+        *,
+        debug: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        shared_memory: Optional[bool] = None,
     ) -> Communicator: ...
     @property
     def rank(self) -> int: ...
@@ -83,12 +91,20 @@ class Communicator:
     def last_error(self) -> str: ...
     def abort(self, code: int = 1, reason: Optional[str] = None) -> None: ...
     @overload
-    def barrier(self, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[False] = False) -> None: ...
+    def barrier(
+        self, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[False] = False
+    ) -> None: ...
     @overload
     def barrier(self, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[True]) -> Request: ...
     @overload
     def broadcast(
-        self, x: _T, root: int = 0, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[False] = False
+        self,
+        x: _T,
+        root: int = 0,
+        *,
+        tag: _Tag = None,
+        stream: Optional[_Stream] = None,
+        async_op: Literal[False] = False,
     ) -> _T: ...
     @overload
     def broadcast(

@@ -39,8 +39,9 @@ PIP_LIMIT_SECONDS = 1500
 def run(command, cwd, env, limit=PIP_LIMIT_SECONDS):
     started = time.monotonic()
     print("$ " + " ".join(command), flush=True)
-    result = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            timeout=limit)
+    result = subprocess.run(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=limit
+    )
     print(result.stdout[-6000:], flush=True)
     print(f"({time.monotonic() - started:.0f} s, exit {result.returncode})", flush=True)
     if result.returncode != 0:
@@ -75,8 +76,10 @@ def main() -> int:
     source_root = os.path.realpath(source_root)
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="lockstep-install-test-")
-    package_build = tempfile.mkdtemp(prefix=os.path.basename(os.path.realpath(build_root)) + "-python-package-",
-                                     dir=os.path.dirname(os.path.realpath(build_root)))
+    package_build = tempfile.mkdtemp(
+        prefix=os.path.basename(os.path.realpath(build_root)) + "-python-package-",
+        dir=os.path.dirname(os.path.realpath(build_root)),
+    )
     # meson-python writes its native file into the source tree; remove it only if it was not there before.
     native_file = os.path.join(source_root, ".mesonpy-native-file.ini")
     had_native_file = os.path.exists(native_file)
