@@ -8,6 +8,10 @@ _T = TypeVar("_T")
 _Array = Any
 _Stream = Any  # a CUDA stream: an integer handle or an object with cuda_stream / __cuda_stream__ (torch, cupy)
 _Tag = Optional[str]
+_S = Optional[_Stream]
+_Out = Optional[_Array]
+_Sync = Literal[False]  # the blocking call: its result
+_Async = Literal[True]  # the non-blocking one: a Request
 
 ANY_SOURCE: int
 UNDEFINED_COLOR: int
@@ -91,57 +95,35 @@ class Communicator:
     def last_error(self) -> str: ...
     def abort(self, code: int = 1, reason: Optional[str] = None) -> None: ...
     @overload
-    def barrier(
-        self, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[False] = False
-    ) -> None: ...
+    def barrier(self, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False) -> None: ...
     @overload
-    def barrier(self, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[True]) -> Request: ...
+    def barrier(self, *, tag: _Tag = None, stream: _S = None, async_op: _Async) -> Request: ...
     @overload
     def broadcast(
-        self,
-        x: _T,
-        root: int = 0,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _T, root: int = 0, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> _T: ...
     @overload
     def broadcast(
-        self, x: _Array, root: int = 0, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[True]
+        self, x: _Array, root: int = 0, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def allreduce(
-        self,
-        x: _T,
-        op: str = "sum",
-        out: None = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _T, op: str = "sum", out: None = None, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> _T: ...
     @overload
     def allreduce(
         self,
         x: _Array,
         op: str = "sum",
-        out: Optional[_Array] = None,
+        out: _Out = None,
         *,
         tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        stream: _S = None,
+        async_op: _Sync = False,
     ) -> Any: ...
     @overload
     def allreduce(
-        self,
-        x: _Array,
-        op: str = "sum",
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, op: str = "sum", out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def reduce(
@@ -149,11 +131,11 @@ class Communicator:
         x: _Array,
         root: int = 0,
         op: str = "sum",
-        out: Optional[_Array] = None,
+        out: _Out = None,
         *,
         tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        stream: _S = None,
+        async_op: _Sync = False,
     ) -> Any: ...
     @overload
     def reduce(
@@ -161,147 +143,77 @@ class Communicator:
         x: _Array,
         root: int = 0,
         op: str = "sum",
-        out: Optional[_Array] = None,
+        out: _Out = None,
         *,
         tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        stream: _S = None,
+        async_op: _Async,
     ) -> Request: ...
     @overload
     def allgather(
-        self,
-        x: _Array,
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _Array, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> Any: ...
     @overload
     def allgather(
-        self,
-        x: _Array,
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def gather(
         self,
         x: _Array,
         root: int = 0,
-        out: Optional[_Array] = None,
+        out: _Out = None,
         *,
         tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        stream: _S = None,
+        async_op: _Sync = False,
     ) -> Any: ...
     @overload
     def gather(
-        self,
-        x: _Array,
-        root: int = 0,
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, root: int = 0, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def scatter(
-        self,
-        x: Optional[_Array],
-        out: _T,
-        root: int = 0,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _Out, out: _T, root: int = 0, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> _T: ...
     @overload
     def scatter(
-        self,
-        x: Optional[_Array],
-        out: _Array,
-        root: int = 0,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Out, out: _Array, root: int = 0, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def reduce_scatter(
         self,
         x: _Array,
-        out: Optional[_Array] = None,
+        out: _Out = None,
         op: str = "sum",
         *,
         tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        stream: _S = None,
+        async_op: _Sync = False,
     ) -> Any: ...
     @overload
     def reduce_scatter(
-        self,
-        x: _Array,
-        out: Optional[_Array] = None,
-        op: str = "sum",
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, out: _Out = None, op: str = "sum", *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def alltoall(
-        self,
-        x: _Array,
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _Array, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> Any: ...
     @overload
     def alltoall(
-        self,
-        x: _Array,
-        out: Optional[_Array] = None,
-        *,
-        tag: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
-    def gather_uneven(
-        self, x: _Array, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[False] = False
-    ) -> Any: ...
+    def gather_uneven(self, x: _Array, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False) -> Tensor: ...
     @overload
-    def gather_uneven(
-        self, x: _Array, *, tag: _Tag = None, stream: Optional[_Stream] = None, async_op: Literal[True]
-    ) -> Request: ...
+    def gather_uneven(self, x: _Array, *, tag: _Tag = None, stream: _S = None, async_op: _Async) -> Request: ...
     @overload
     def send(
-        self,
-        x: _Array,
-        dest: int,
-        tag: int = 0,
-        *,
-        name: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        self, x: _Array, dest: int, tag: int = 0, *, name: _Tag = None, stream: _S = None, async_op: _Sync = False
     ) -> None: ...
     @overload
     def send(
-        self,
-        x: _Array,
-        dest: int,
-        tag: int = 0,
-        *,
-        name: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, dest: int, tag: int = 0, *, name: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     @overload
     def recv(
@@ -311,27 +223,16 @@ class Communicator:
         tag: int = 0,
         *,
         name: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[False] = False,
+        stream: _S = None,
+        async_op: _Sync = False,
     ) -> int: ...
     @overload
     def recv(
-        self,
-        x: _Array,
-        source: int = ...,
-        tag: int = 0,
-        *,
-        name: _Tag = None,
-        stream: Optional[_Stream] = None,
-        async_op: Literal[True],
+        self, x: _Array, source: int = ..., tag: int = 0, *, name: _Tag = None, stream: _S = None, async_op: _Async
     ) -> Request: ...
     # Added by lockstep/__init__.py: send and recv with async_op=True.
-    def isend(
-        self, x: _Array, dest: int, tag: int = 0, *, name: _Tag = None, stream: Optional[_Stream] = None
-    ) -> Request: ...
-    def irecv(
-        self, x: _Array, source: int = ..., tag: int = 0, *, name: _Tag = None, stream: Optional[_Stream] = None
-    ) -> Request: ...
+    def isend(self, x: _Array, dest: int, tag: int = 0, *, name: _Tag = None, stream: _S = None) -> Request: ...
+    def irecv(self, x: _Array, source: int = ..., tag: int = 0, *, name: _Tag = None, stream: _S = None) -> Request: ...
 
 def version() -> Tuple[int, int, int]: ...
 def header_version() -> int: ...

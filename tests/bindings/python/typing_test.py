@@ -19,7 +19,7 @@ import sys
 
 
 def main() -> int:
-    package_dir, examples_dir = sys.argv[1], sys.argv[2]
+    package_dir, examples_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     try:
         import mypy  # noqa: F401 (only whether it is there)
     except ImportError:
