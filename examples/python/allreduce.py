@@ -1,5 +1,5 @@
 """Collectives on numpy arrays with the lockstep package: a blocking and a non-blocking allreduce, a ring of
-non-blocking sends and receives, and the batch-size search.
+non-blocking sends and receives, and the batch-size search. Every rank checks the results and prints PASS.
 
     mpirun -n 2 python3 examples/python/allreduce.py
 """
@@ -42,7 +42,7 @@ def main() -> None:
     assert step.batch_size == 16 and result == 8.0
 
     lockstep.log(f"allreduce example done on {size} ranks ({other_work:.1f})")
-    print(f"rank {rank}: PASS")
+    print(f"PASS allreduce_example rank {rank}/{size}")
 
 
 if __name__ == "__main__":

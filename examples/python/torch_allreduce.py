@@ -22,7 +22,7 @@ def main() -> None:
     assert all(bool((t == r).all()) for r, t in enumerate(gathered))
 
     dist.destroy_process_group()
-    print(f"rank {rank}: PASS")
+    print(f"PASS torch_allreduce_example rank {rank}/{size}")
 
 
 if __name__ == "__main__":
