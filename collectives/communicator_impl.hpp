@@ -231,19 +231,31 @@ namespace detail {
     return d == DType::Float16 || d == DType::BFloat16;
 }
 
-// A reduce op of the table (an enum value cast from anything else has no MPI operation), and mean on floating dtypes
-// only; every other pair of reduce op and dtype reduces (on bool, sum and max are any, prod and min all).
+// A reduce op of the table (an enum value cast from anything else has no MPI operation) on a dtype its row takes
+// (operation_table.hpp: mean and premul_sum on floating and complex dtypes, max and min on real ones, the bitwise
+// ops on integers and bool; on bool, sum and max are any, prod and min all).
 inline void check_reducible(const Tensor& t, ReduceOp op, OpKind kind) {
     if (static_cast<std::size_t>(op) >= reduce_op_table.size()) [[unlikely]] {
-        throw InvalidArgumentError(fmt::format("{}: {} is not a reduce op; use sum, prod, max, min or mean",
-                                               op_name(kind), static_cast<int>(op)));
+        throw InvalidArgumentError(
+            fmt::format("{}: {} is not a reduce op; use sum, prod, max, min, mean, band, bor, bxor or premul_sum",
+                        op_name(kind), static_cast<int>(op)));
     }
-    if (op == ReduceOp::Mean && !is_floating(t.dtype())) {
-        throw DTypeError(
-            fmt::format("{}: the mean of {} is not defined on dtype {}; cast to a floating dtype first "
-                        "(ops::cast) or reduce with sum",
-                        op_name(kind), t.str(), dtype_name(t.dtype())));
+    const ReduceOpTraits& row = reduce_op_table[static_cast<std::size_t>(op)];
+    if (!row.reduces(t.dtype())) [[unlikely]] {
+        throw DTypeError(fmt::format("{}: the {} of {} is not defined on dtype {}; {} takes {}", op_name(kind),
+                                     row.name, t.str(), dtype_name(t.dtype()), row.name, row.takes));
     }
+}
+
+// Multiplies every element of t by `factor` in place; a complex tensor through a view of its real and imaginary parts
+// as reals (the tensor math computes on real dtypes only).
+inline void scale_elements_(Tensor& t, double factor) {
+    if (!is_complex(t.dtype())) {
+        ops::scale_(t, factor);
+        return;
+    }
+    Tensor parts = Tensor::from_blob(t.data(), {2 * t.numel()}, real_dtype(t.dtype()), t.device());
+    ops::scale_(parts, factor);
 }
 
 // t's shape with dimension 0 multiplied by `parts` (a 0-d t gives [parts]), or divided by it.
@@ -300,10 +312,22 @@ struct Widened {
 [[nodiscard]] inline Widened widen(const Tensor& t) {
     return is_half(t.dtype()) ? Widened{ops::cast(t, DType::Float32)} : Widened{};
 }
+// What an out-of-place reduction sends: for premul_sum, a copy of t (widened if half) multiplied by the factor, so
+// that the caller's tensor is never written; otherwise as widen.
+[[nodiscard]] inline Widened widen(const Tensor& t, const Reduction& op) {
+    if (op.op != ReduceOp::PremulSum) return widen(t);
+    Widened w{is_half(t.dtype()) ? ops::cast(t, DType::Float32) : t.clone()};
+    scale_elements_(w.copy, op.factor);
+    return w;
+}
+// In place, before the data moves: premul_sum multiplies `work.of(t)` (the tensor itself, or its float32 copy).
+inline void premultiply_(Tensor& t, Widened& work, const Reduction& op) {
+    if (op.op == ReduceOp::PremulSum) scale_elements_(work.of(t), op.factor);
+}
 // In place: after MPI reduced `work.of(t)`, the mean's division and the copy back into a half-precision t.
 inline void finish_reduce_(Tensor& t, Widened& work, ReduceOp op, int processes) {
     Tensor& target = work.of(t);
-    if (op == ReduceOp::Mean) ops::scale_(target, 1.0 / processes);
+    if (op == ReduceOp::Mean) scale_elements_(target, 1.0 / processes);
     if (work.copy.defined()) ops::copy_(t, work.copy);
 }
 
@@ -315,9 +339,10 @@ struct WidenedResult {
     Tensor out;
     bool receives = true;
 };
-[[nodiscard]] inline WidenedResult widened_result(const Tensor& t, const Shape& shape, bool receives = true) {
+[[nodiscard]] inline WidenedResult widened_result(const Tensor& t, const Shape& shape, const Reduction& op,
+                                                  bool receives = true) {
     WidenedResult r;
-    r.input = widen(t);
+    r.input = widen(t, op);
     const Tensor& in = r.input.of(t);
     r.result = Tensor::empty(receives ? shape : Shape{0}, in.dtype(), in.device());
     if (receives && is_half(t.dtype())) r.out = Tensor::empty(shape, t.dtype(), t.device());
@@ -326,7 +351,7 @@ struct WidenedResult {
 }
 [[nodiscard]] inline Tensor finish_reduce(WidenedResult& r, ReduceOp op, int processes) {
     if (!r.receives) return {};
-    if (op == ReduceOp::Mean) ops::scale_(r.result, 1.0 / processes);
+    if (op == ReduceOp::Mean) scale_elements_(r.result, 1.0 / processes);
     if (!r.out.defined()) return r.result;
     ops::copy_(r.out, r.result);
     return r.out;

@@ -13,8 +13,8 @@ constexpr bool table_in_enum_order() {
     return true;
 }
 static_assert(table_in_enum_order(), "the operation tables are indexed by their enums");
-static_assert(static_cast<std::size_t>(OpKind::Recv) + 1 == detail::op_table.size());
-static_assert(static_cast<std::size_t>(ReduceOp::Mean) + 1 == detail::reduce_op_table.size());
+static_assert(static_cast<std::size_t>(OpKind::Alltoallv) + 1 == detail::op_table.size());
+static_assert(static_cast<std::size_t>(ReduceOp::PremulSum) + 1 == detail::reduce_op_table.size());
 }  // namespace
 
 std::string_view op_name(OpKind op) noexcept {

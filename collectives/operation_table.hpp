@@ -41,6 +41,7 @@ inline constexpr std::array<OpTraits, operation_count> op_table = {{
     {OpKind::PadAcrossProcesses, "lockstep::pad_across_processes", false, false, false},
     {OpKind::Send, "lockstep::send", true, false, true},
     {OpKind::Recv, "lockstep::recv", true, false, true},
+    {OpKind::Alltoallv, "lockstep::alltoallv", false, false, false},
 }};
 
 inline constexpr OpTraits unknown_op{OpKind::Barrier, "lockstep::unknown", false, false, false};
@@ -51,28 +52,55 @@ inline constexpr OpTraits unknown_op{OpKind::Barrier, "lockstep::unknown", false
     return i < op_table.size() ? op_table[i] : unknown_op;
 }
 
+// Which dtypes a reduce op takes: a column per category, bool with the integers (logically: see mpi_op); mean of an
+// integer is refused (cast first); max and min have no order on complex numbers; the bitwise ops need bits.
 struct ReduceOpTraits {
     ReduceOp op;
     std::string_view name;
+    bool floating;
+    bool integral;
+    bool complex;
+    std::string_view takes;  // the dtypes it takes, for the error that refuses another
+
+    [[nodiscard]] bool reduces(DType dtype) const noexcept {
+        if (dtype == DType::Bool) return integral;  // the logical forms of the integer ops (mpi_op)
+        if (is_complex(dtype)) return complex;
+        return is_floating(dtype) ? floating : integral;
+    }
 };
 
 inline constexpr std::array<ReduceOpTraits, reduce_op_count> reduce_op_table = {{
-    {ReduceOp::Sum, "sum"},
-    {ReduceOp::Prod, "prod"},
-    {ReduceOp::Max, "max"},
-    {ReduceOp::Min, "min"},
-    {ReduceOp::Mean, "mean"},
+    {ReduceOp::Sum, "sum", true, true, true, "every dtype"},
+    {ReduceOp::Prod, "prod", true, true, true, "every dtype"},
+    {ReduceOp::Max, "max", true, true, false, "real dtypes (not complex)"},
+    {ReduceOp::Min, "min", true, true, false, "real dtypes (not complex)"},
+    {ReduceOp::Mean, "mean", true, false, true, "floating and complex dtypes (cast integers first, or use sum)"},
+    {ReduceOp::BitwiseAnd, "band", false, true, false, "integer and bool dtypes"},
+    {ReduceOp::BitwiseOr, "bor", false, true, false, "integer and bool dtypes"},
+    {ReduceOp::BitwiseXor, "bxor", false, true, false, "integer and bool dtypes"},
+    {ReduceOp::PremulSum, "premul_sum", true, false, true, "floating and complex dtypes"},
 }};
 
 // The MPI operation of a reduce op. Open MPI's MPI_Op constants are addresses, not constant expressions, so this
-// column of the table is a switch; mean is a sum scaled afterwards, and on bool the reductions are logical: any
-// (sum, max) and all (prod, min).
+// column of the table is a switch; mean is a sum scaled afterwards, premul_sum a sum of inputs scaled before, and on
+// bool the reductions are logical: any (sum, max, or), all (prod, min, and) and xor.
 [[nodiscard]] inline MPI_Op mpi_op(ReduceOp op, DType dtype) noexcept {
-    if (dtype == DType::Bool) return (op == ReduceOp::Sum || op == ReduceOp::Max) ? MPI_LOR : MPI_LAND;
+    if (dtype == DType::Bool) {
+        if (op == ReduceOp::BitwiseXor) return MPI_LXOR;
+        const bool any = op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::BitwiseOr;
+        return any ? MPI_LOR : MPI_LAND;
+    }
     switch (op) {
         case ReduceOp::Sum:
         case ReduceOp::Mean:
+        case ReduceOp::PremulSum:
             return MPI_SUM;
+        case ReduceOp::BitwiseAnd:
+            return MPI_BAND;
+        case ReduceOp::BitwiseOr:
+            return MPI_BOR;
+        case ReduceOp::BitwiseXor:
+            return MPI_BXOR;
         case ReduceOp::Prod:
             return MPI_PROD;
         case ReduceOp::Max:

@@ -16,7 +16,7 @@ namespace lockstep {
 
 namespace {
 
-enum class Category : unsigned char { Floating, Integral, Boolean };
+enum class Category : unsigned char { Floating, Integral, Boolean, Complex };
 
 struct DTypeInfo {
     DType dtype;
@@ -26,7 +26,7 @@ struct DTypeInfo {
 };
 
 // The one table of element types (their MPI types: mpi_datatype in runtime.hpp).
-const std::array<DTypeInfo, 9> dtype_table = {{
+const std::array<DTypeInfo, 15> dtype_table = {{
     {DType::Float32, "float32", 4, Category::Floating},
     {DType::Float64, "float64", 8, Category::Floating},
     {DType::Float16, "float16", 2, Category::Floating},
@@ -36,10 +36,21 @@ const std::array<DTypeInfo, 9> dtype_table = {{
     {DType::Int32, "int32", 4, Category::Integral},
     {DType::Int64, "int64", 8, Category::Integral},
     {DType::Bool, "bool", 1, Category::Boolean},
+    {DType::Int16, "int16", 2, Category::Integral},
+    {DType::UInt16, "uint16", 2, Category::Integral},
+    {DType::UInt32, "uint32", 4, Category::Integral},
+    {DType::UInt64, "uint64", 8, Category::Integral},
+    {DType::Complex64, "complex64", 8, Category::Complex},
+    {DType::Complex128, "complex128", 16, Category::Complex},
 }};
+static_assert(std::size(all_dtypes) == 15);
+
+// An out-of-range value (a corrupt wire signature) reads as this entry.
+constexpr DTypeInfo unknown_dtype{DType::Float32, "unknown", 0, Category::Boolean};
 
 const DTypeInfo& info(DType dtype) noexcept {
-    return dtype_table[static_cast<std::size_t>(dtype)];
+    const auto i = static_cast<std::size_t>(dtype);
+    return i < dtype_table.size() ? dtype_table[i] : unknown_dtype;
 }
 
 }  // namespace
@@ -56,6 +67,14 @@ bool is_floating(DType dtype) noexcept {
 bool is_integral(DType dtype) noexcept {
     return info(dtype).category == Category::Integral;
 }
+bool is_complex(DType dtype) noexcept {
+    return info(dtype).category == Category::Complex;
+}
+DType real_dtype(DType dtype) noexcept {
+    if (dtype == DType::Complex64) return DType::Float32;
+    if (dtype == DType::Complex128) return DType::Float64;
+    return dtype;
+}
 
 DType parse_dtype(std::string_view name) {
     std::string lower(name);
@@ -63,20 +82,23 @@ DType parse_dtype(std::string_view name) {
     for (const auto& entry : dtype_table) {
         if (entry.name == lower) return entry.dtype;
     }
-    static const std::array<std::pair<std::string_view, DType>, 6> aliases = {{
+    static const std::array<std::pair<std::string_view, DType>, 9> aliases = {{
         {"float", DType::Float32},
         {"double", DType::Float64},
         {"half", DType::Float16},
         {"int", DType::Int32},
         {"long", DType::Int64},
         {"bf16", DType::BFloat16},
+        {"short", DType::Int16},
+        {"cfloat", DType::Complex64},
+        {"cdouble", DType::Complex128},
     }};
     for (const auto& [alias, dtype] : aliases) {
         if (alias == lower) return dtype;
     }
     throw DTypeError(
         fmt::format("unknown dtype '{}': expected one of float32, float64, float16, bfloat16, int8, "
-                    "uint8, int32, int64, bool",
+                    "uint8, int16, uint16, int32, uint32, int64, uint64, bool, complex64, complex128",
                     name));
 }
 

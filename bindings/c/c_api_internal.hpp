@@ -149,7 +149,7 @@ lockstep_request_s& request(lockstep_request_s* handle, const char* entry, const
 // The option structs have no padding (explicit reserved fields instead): a later version's field always has bytes of
 // its own, and a caller's struct holds no bytes this library reads without meaning to.
 static_assert(sizeof(lockstep_init_options_t) == 40 && sizeof(lockstep_comm_options_t) == 32 &&
-              sizeof(lockstep_call_options_t) == 56 && sizeof(lockstep_batch_size_options_t) == 32);
+              sizeof(lockstep_call_options_t) == 64 && sizeof(lockstep_batch_size_options_t) == 32);
 
 inline constexpr std::size_t max_options_size = 4096;
 

@@ -117,9 +117,19 @@ Shape split(const Shape& shape, std::int64_t parts) {
 ReduceOp require_op(std::optional<ReduceOp> op, lockstep_reduce_op_t code, const char* entry) {
     if (!op) {
         throw InvalidArgumentError(
-            fmt::format("{}: unknown reduce op {}; use LOCKSTEP_SUM, _PROD, _MAX, _MIN or _MEAN", entry, code));
+            fmt::format("{}: unknown reduce op {}; use LOCKSTEP_SUM, _PROD, _MAX, _MIN, _MEAN, _BAND, _BOR, _BXOR or "
+                        "_PREMUL_SUM",
+                        entry, code));
     }
     return *op;
+}
+
+// The reduce op with premul_sum's factor from the call options (read again: begin_call or the non-blocking call
+// has checked them already; options it refused never get here).
+Reduction reduction(ReduceOp op, const lockstep_call_options_t* options) {
+    if (op != ReduceOp::PremulSum) return op;
+    static const lockstep_call_options_t defaults = LOCKSTEP_CALL_OPTIONS_INIT;
+    return premul_sum(read_options(options, defaults, "lockstep_call_options_t").premul_factor);
 }
 
 // A collective's tensor arguments: the handles as given and the tensors behind them (null for a NULL or dead handle).
@@ -234,6 +244,22 @@ void check_alltoall(const Tensors& a, const char* entry) {
     a.check_input(entry);
     a.check_output(entry);
     check_like(*a.out, a.in->shape(), *a.in, entry);
+}
+
+// alltoallv's tensors and count arrays (one per process, non-NULL; the C++ operation checks their values).
+struct AlltoallvCounts {
+    std::span<const std::int64_t> send;
+    std::span<const std::int64_t> recv;
+};
+AlltoallvCounts check_alltoallv(const Tensors& a, const int64_t* send_counts, const int64_t* recv_counts, int size,
+                                const char* entry) {
+    a.check_input(entry);
+    a.check_output(entry);
+    for (const auto& [counts, which] : {std::pair{send_counts, "send_counts"}, std::pair{recv_counts, "recv_counts"}}) {
+        if (counts == nullptr) throw InvalidArgumentError(fmt::format("{}: {} is NULL", entry, which));
+    }
+    const auto n = static_cast<std::size_t>(size);
+    return {{send_counts, n}, {recv_counts, n}};
 }
 
 // A request's copy of the operation's new result tensor into the caller's output (lockstep_request_s::finish).
@@ -573,7 +599,7 @@ lockstep_status_t lockstep_reduce(lockstep_comm_t comm, lockstep_tensor_t input,
         Call call{c, OpKind::Reduce, a.in, root, rop, site};
         call([&] { check_reduce(a, rop, op, is_root, entry); },
              [&] {
-                 Tensor result = c.reduce(*a.in, *rop, root, site);
+                 Tensor result = c.reduce(*a.in, reduction(*rop, options), root, site);
                  if (is_root) ops::copy_(*a.out, result);
              });
     });
@@ -588,7 +614,7 @@ lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t inp
         const std::optional<ReduceOp> rop = reduce_op_of(op);
         const CallSite site = begin_call(c, options, entry, OpKind::Allreduce, in, -1, rop);
         if (in != nullptr && output == input && rop) {  // the common case: no check of this layer's own
-            c.allreduce_(*in, *rop, site);
+            c.allreduce_(*in, reduction(*rop, options), site);
             return;
         }
         const Tensors a(input, output);
@@ -596,7 +622,7 @@ lockstep_status_t lockstep_allreduce(lockstep_comm_t comm, lockstep_tensor_t inp
         call([&] { check_allreduce(a, rop, op, entry); },
              [&] {
                  ops::copy_(*a.out, *a.in);
-                 c.allreduce_(*a.out, *rop, site);
+                 c.allreduce_(*a.out, reduction(*rop, options), site);
              });
     });
 }
@@ -665,10 +691,10 @@ lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, lockstep_tensor_
         call([&] { check_reduce_scatter(a, rop, op, c.size(), entry); },
              [&] {
                  if (half_type(a.in)) {
-                     Tensor result = c.reduce_scatter(*a.in, *rop, site);
+                     Tensor result = c.reduce_scatter(*a.in, reduction(*rop, options), site);
                      ops::copy_(*a.out, result);
                  } else {
-                     c.reduce_scatter_into(*a.in, *a.out, *rop, site);
+                     c.reduce_scatter_into(*a.in, *a.out, reduction(*rop, options), site);
                  }
              });
     });
@@ -687,6 +713,21 @@ lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t inpu
                  Tensor result = c.alltoall(*a.in, site);
                  ops::copy_(*a.out, result);
              });
+    });
+}
+
+lockstep_status_t lockstep_alltoallv(lockstep_comm_t comm, lockstep_tensor_t input, const int64_t* send_counts,
+                                     lockstep_tensor_t output, const int64_t* recv_counts,
+                                     const lockstep_call_options_t* options) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_alltoallv";
+        Communicator& c = communicator(comm, entry);
+        const Tensors a(input, output);
+        const CallSite site = begin_call(c, options, entry, OpKind::Alltoallv, a.in, -1, std::nullopt);
+        Call call{c, OpKind::Alltoallv, a.in, -1, std::nullopt, site};
+        AlltoallvCounts counts;
+        call([&] { counts = check_alltoallv(a, send_counts, recv_counts, c.size(), entry); },
+             [&] { c.alltoallv_into(*a.in, counts.send, *a.out, counts.recv, site); });
     });
 }
 
@@ -757,7 +798,7 @@ lockstep_status_t lockstep_ireduce(lockstep_comm_t comm, lockstep_tensor_t input
         call(
             options, request, [&] { check_reduce(a, rop, op, is_root, entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
-                r.work = c.ireduce(*a.in, *rop, root, site);
+                r.work = c.ireduce(*a.in, reduction(*rop, options), root, site);
                 if (is_root) r.finish = copy_into(*a.out);
             });
     });
@@ -778,7 +819,9 @@ lockstep_status_t lockstep_iallreduce(lockstep_comm_t comm, lockstep_tensor_t in
                 check_allreduce(a, rop, op, entry);
                 if (!a.in_place()) ops::copy_(*a.out, *a.in);
             },
-            [&](const CallSite& site, lockstep_request_s& r) { r.work = c.iallreduce_(*a.out, *rop, site); });
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.iallreduce_(*a.out, reduction(*rop, options), site);
+            });
     });
 }
 
@@ -848,10 +891,10 @@ lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, lockstep_tensor
             options, request, [&] { check_reduce_scatter(a, rop, op, c.size(), entry); },
             [&](const CallSite& site, lockstep_request_s& r) {
                 if (half_type(a.in)) {
-                    r.work = c.ireduce_scatter(*a.in, *rop, site);
+                    r.work = c.ireduce_scatter(*a.in, reduction(*rop, options), site);
                     r.finish = copy_into(*a.out);
                 } else {
-                    r.work = c.ireduce_scatter_into(*a.in, *a.out, *rop, site);
+                    r.work = c.ireduce_scatter_into(*a.in, *a.out, reduction(*rop, options), site);
                 }
             });
     });
@@ -869,6 +912,23 @@ lockstep_status_t lockstep_ialltoall(lockstep_comm_t comm, lockstep_tensor_t inp
             [&](const CallSite& site, lockstep_request_s& r) {
                 r.work = c.ialltoall(*a.in, site);
                 r.finish = copy_into(*a.out);
+            });
+    });
+}
+
+lockstep_status_t lockstep_ialltoallv(lockstep_comm_t comm, lockstep_tensor_t input, const int64_t* send_counts,
+                                      lockstep_tensor_t output, const int64_t* recv_counts,
+                                      const lockstep_call_options_t* options, lockstep_request_t* request) {
+    return guarded(comm, [&] {
+        constexpr const char* entry = "lockstep_ialltoallv";
+        Communicator& c = nonblocking_communicator(comm, entry, request);
+        const Tensors a(input, output);
+        NonBlockingCall call{c, comm, entry, OpKind::Alltoallv, a.in};
+        AlltoallvCounts counts;
+        call(
+            options, request, [&] { counts = check_alltoallv(a, send_counts, recv_counts, c.size(), entry); },
+            [&](const CallSite& site, lockstep_request_s& r) {
+                r.work = c.ialltoallv_into(*a.in, counts.send, *a.out, counts.recv, site);
             });
     });
 }

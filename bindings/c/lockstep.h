@@ -285,7 +285,13 @@ enum {
     LOCKSTEP_UINT8 = 5,
     LOCKSTEP_INT32 = 6,
     LOCKSTEP_INT64 = 7,
-    LOCKSTEP_BOOL = 8
+    LOCKSTEP_BOOL = 8,
+    LOCKSTEP_INT16 = 9,
+    LOCKSTEP_UINT16 = 10,
+    LOCKSTEP_UINT32 = 11,
+    LOCKSTEP_UINT64 = 12,
+    LOCKSTEP_COMPLEX64 = 13, /* two float32, real part first (C's float _Complex) */
+    LOCKSTEP_COMPLEX128 = 14 /* two float64 (double _Complex) */
 };
 typedef int32_t lockstep_device_type_t;
 enum { LOCKSTEP_DEVICE_CPU = 0, LOCKSTEP_DEVICE_CUDA = 1 };
@@ -355,8 +361,24 @@ LOCKSTEP_C_API lockstep_status_t lockstep_tensor_from_dlpack_versioned(DLManaged
                                                                        uint64_t flags, lockstep_tensor_t* out);
 
 /* ------------------------------------------------------------------------------------------------ collectives */
+/* Which dtypes each op takes: sum and prod every dtype; max and min the real ones (not complex); mean the floating and
+ * complex ones; band, bor and bxor the integer ones and bool (on bool: logical and, or, xor; sum and max are any, prod
+ * and min all). Another pair is LOCKSTEP_ERROR_DTYPE (in debug mode, on every rank).
+ * LOCKSTEP_PREMUL_SUM (floating and complex dtypes): the sum of every rank's input multiplied by that rank's own
+ * factor first, passed as the `factor` of the lockstep_*_premul_sum functions (the plain functions use 1). The input
+ * is not written, unless the call is in place: then it receives the premultiplied sum. */
 typedef int32_t lockstep_reduce_op_t;
-enum { LOCKSTEP_SUM = 0, LOCKSTEP_PROD = 1, LOCKSTEP_MAX = 2, LOCKSTEP_MIN = 3, LOCKSTEP_MEAN = 4 };
+enum {
+    LOCKSTEP_SUM = 0,
+    LOCKSTEP_PROD = 1,
+    LOCKSTEP_MAX = 2,
+    LOCKSTEP_MIN = 3,
+    LOCKSTEP_MEAN = 4,
+    LOCKSTEP_BAND = 5,
+    LOCKSTEP_BOR = 6,
+    LOCKSTEP_BXOR = 7,
+    LOCKSTEP_PREMUL_SUM = 8
+};
 
 /* Per-call options: where the caller is (the debug-mode report and the watchdog name this place instead of
  * lockstep's), a tag naming the call in reports, and the CUDA stream the tensors' pending work is ordered on
@@ -371,9 +393,11 @@ typedef struct lockstep_call_options {
     int32_t reserved;     /* 0 (not read) */
     const char* function; /* NULL: not given */
     const char* tag;      /* NULL: none */
+    /* LOCKSTEP_PREMUL_SUM only: this rank's factor (it may differ between ranks). Not given (an older struct): 1. */
+    double premul_factor;
 } lockstep_call_options_t;
 #define LOCKSTEP_CALL_OPTIONS_INIT \
-    { sizeof(lockstep_call_options_t), 0, NULL, NULL, 0, 0, NULL, NULL }
+    { sizeof(lockstep_call_options_t), 0, NULL, NULL, 0, 0, NULL, NULL, 1.0 }
 
 /* Every collective below is called by every rank of comm. Where a function takes an input and an output, passing the
  * same handle for both works in place (where the shapes allow). Outputs are the caller's tensors of the shape the
@@ -412,6 +436,15 @@ LOCKSTEP_C_API lockstep_status_t lockstep_reduce_scatter(lockstep_comm_t comm, l
  * order. */
 LOCKSTEP_C_API lockstep_status_t lockstep_alltoall(lockstep_comm_t comm, lockstep_tensor_t input,
                                                    lockstep_tensor_t output, const lockstep_call_options_t* options);
+/* Uneven alltoall (MPI_Alltoallv), counts in rows of dimension 0 (a row: every dimension after the first), `size`
+ * entries each: the first send_counts[0] rows of input go to rank 0, the next send_counts[1] to rank 1, ...; output
+ * ([sum of recv_counts, ...], not the input) receives recv_counts[j] rows from each rank j, in rank order. Blocks may
+ * be empty. send_counts must add up to input's first dimension, and send_counts[j] here must equal recv_counts[i] on
+ * rank j: debug mode checks it (and dtype and the other dimensions), every rank then failing with
+ * LOCKSTEP_ERROR_DISTRIBUTED. No counts are exchanged otherwise. */
+LOCKSTEP_C_API lockstep_status_t lockstep_alltoallv(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                    const int64_t* send_counts, lockstep_tensor_t output,
+                                                    const int64_t* recv_counts, const lockstep_call_options_t* options);
 /* Concatenation along dimension 0 of inputs whose first dimension differs between ranks: a new tensor. */
 LOCKSTEP_C_API lockstep_status_t lockstep_gather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
                                                         lockstep_tensor_t* result,
@@ -432,7 +465,8 @@ enum {
     LOCKSTEP_COLLECTIVE_SCATTER = 6,
     LOCKSTEP_COLLECTIVE_REDUCE_SCATTER = 7,
     LOCKSTEP_COLLECTIVE_ALLTOALL = 8,
-    LOCKSTEP_COLLECTIVE_GATHER_UNEVEN = 9
+    LOCKSTEP_COLLECTIVE_GATHER_UNEVEN = 9,
+    LOCKSTEP_COLLECTIVE_ALLTOALLV = 10
 };
 LOCKSTEP_C_API lockstep_status_t lockstep_reject_call(lockstep_comm_t comm, lockstep_collective_t collective,
                                                       int32_t root, lockstep_reduce_op_t reduce_op, const char* message,
@@ -498,6 +532,11 @@ LOCKSTEP_C_API lockstep_status_t lockstep_ireduce_scatter(lockstep_comm_t comm, 
 LOCKSTEP_C_API lockstep_status_t lockstep_ialltoall(lockstep_comm_t comm, lockstep_tensor_t input,
                                                     lockstep_tensor_t output, const lockstep_call_options_t* options,
                                                     lockstep_request_t* request);
+/* The counts are copied at issue. */
+LOCKSTEP_C_API lockstep_status_t lockstep_ialltoallv(lockstep_comm_t comm, lockstep_tensor_t input,
+                                                     const int64_t* send_counts, lockstep_tensor_t output,
+                                                     const int64_t* recv_counts, const lockstep_call_options_t* options,
+                                                     lockstep_request_t* request);
 /* The new tensor is given by lockstep_request_result once the request has completed. */
 LOCKSTEP_C_API lockstep_status_t lockstep_igather_uneven(lockstep_comm_t comm, lockstep_tensor_t input,
                                                          const lockstep_call_options_t* options,

@@ -34,6 +34,7 @@ inline constexpr CollectiveValue collective_values[] = {
     {OpKind::PadAcrossProcesses, no_collective_value},  // not in the C interface
     {OpKind::Send, no_collective_value},                // point to point: lockstep_send
     {OpKind::Recv, no_collective_value},                // point to point: lockstep_recv
+    {OpKind::Alltoallv, LOCKSTEP_COLLECTIVE_ALLTOALLV},
 };
 
 // How many rows have a C value; the values are 0 to collective_value_count - 1 (checked below).
@@ -49,8 +50,15 @@ struct ReduceOpValue {
 };
 
 inline constexpr ReduceOpValue reduce_op_values[] = {
-    {ReduceOp::Sum, LOCKSTEP_SUM}, {ReduceOp::Prod, LOCKSTEP_PROD}, {ReduceOp::Max, LOCKSTEP_MAX},
-    {ReduceOp::Min, LOCKSTEP_MIN}, {ReduceOp::Mean, LOCKSTEP_MEAN},
+    {ReduceOp::Sum, LOCKSTEP_SUM},
+    {ReduceOp::Prod, LOCKSTEP_PROD},
+    {ReduceOp::Max, LOCKSTEP_MAX},
+    {ReduceOp::Min, LOCKSTEP_MIN},
+    {ReduceOp::Mean, LOCKSTEP_MEAN},
+    {ReduceOp::BitwiseAnd, LOCKSTEP_BAND},
+    {ReduceOp::BitwiseOr, LOCKSTEP_BOR},
+    {ReduceOp::BitwiseXor, LOCKSTEP_BXOR},
+    {ReduceOp::PremulSum, LOCKSTEP_PREMUL_SUM},
 };
 
 namespace detail {

@@ -60,9 +60,21 @@ DType dtype_of_code(lockstep_dtype_t code) {
             return DType::Int64;
         case LOCKSTEP_BOOL:
             return DType::Bool;
+        case LOCKSTEP_INT16:
+            return DType::Int16;
+        case LOCKSTEP_UINT16:
+            return DType::UInt16;
+        case LOCKSTEP_UINT32:
+            return DType::UInt32;
+        case LOCKSTEP_UINT64:
+            return DType::UInt64;
+        case LOCKSTEP_COMPLEX64:
+            return DType::Complex64;
+        case LOCKSTEP_COMPLEX128:
+            return DType::Complex128;
         default:
             throw DTypeError(
-                fmt::format("unknown lockstep_dtype_t {}; use one of LOCKSTEP_FLOAT32 ... LOCKSTEP_BOOL", code));
+                fmt::format("unknown lockstep_dtype_t {}; use one of LOCKSTEP_FLOAT32 ... LOCKSTEP_COMPLEX128", code));
     }
 }
 
@@ -86,6 +98,18 @@ lockstep_dtype_t code_of_dtype(DType d) {
             return LOCKSTEP_INT64;
         case DType::Bool:
             return LOCKSTEP_BOOL;
+        case DType::Int16:
+            return LOCKSTEP_INT16;
+        case DType::UInt16:
+            return LOCKSTEP_UINT16;
+        case DType::UInt32:
+            return LOCKSTEP_UINT32;
+        case DType::UInt64:
+            return LOCKSTEP_UINT64;
+        case DType::Complex64:
+            return LOCKSTEP_COMPLEX64;
+        case DType::Complex128:
+            return LOCKSTEP_COMPLEX128;
     }
     return LOCKSTEP_FLOAT32;
 }
@@ -122,12 +146,20 @@ DLDataType dl_dtype(DType d) {
             t.code = kDLBfloat;
             break;
         case DType::Int8:
+        case DType::Int16:
         case DType::Int32:
         case DType::Int64:
             t.code = kDLInt;
             break;
         case DType::UInt8:
+        case DType::UInt16:
+        case DType::UInt32:
+        case DType::UInt64:
             t.code = kDLUInt;
+            break;
+        case DType::Complex64:
+        case DType::Complex128:
+            t.code = kDLComplex;
             break;
         case DType::Bool:
             t.code = LOCKSTEP_DLPACK_BOOL;
@@ -153,11 +185,19 @@ DType dtype_of_dl(DLDataType t) {
             break;
         case kDLInt:
             if (bits == 8) return DType::Int8;
+            if (bits == 16) return DType::Int16;
             if (bits == 32) return DType::Int32;
             if (bits == 64) return DType::Int64;
             break;
         case kDLUInt:
             if (bits == 8) return DType::UInt8;
+            if (bits == 16) return DType::UInt16;
+            if (bits == 32) return DType::UInt32;
+            if (bits == 64) return DType::UInt64;
+            break;
+        case kDLComplex:
+            if (bits == 64) return DType::Complex64;
+            if (bits == 128) return DType::Complex128;
             break;
         case LOCKSTEP_DLPACK_BOOL:
             if (bits == 8) return DType::Bool;
@@ -166,8 +206,8 @@ DType dtype_of_dl(DLDataType t) {
             break;
     }
     throw UnsupportedError(fmt::format(
-        "DLPack dtype (code {}, {} bits) has no lockstep dtype; lockstep takes float16/32/64, bfloat16, int8/32/64, "
-        "uint8 and bool",
+        "DLPack dtype (code {}, {} bits) has no lockstep dtype; lockstep takes float16/32/64, bfloat16, int8/16/32/64, "
+        "uint8/16/32/64, complex64/128 and bool",
         static_cast<int>(t.code), static_cast<int>(bits)));
 }
 
@@ -412,12 +452,12 @@ lockstep_status_t lockstep_tensor_copy_from_host(lockstep_tensor_t t, const void
 }
 
 size_t lockstep_dtype_size(lockstep_dtype_t dtype) {
-    if (dtype < LOCKSTEP_FLOAT32 || dtype > LOCKSTEP_BOOL) return 0;
+    if (dtype < LOCKSTEP_FLOAT32 || dtype > LOCKSTEP_COMPLEX128) return 0;
     return dtype_size(dtype_of_code(dtype));
 }
 
 const char* lockstep_dtype_name(lockstep_dtype_t dtype) {
-    if (dtype < LOCKSTEP_FLOAT32 || dtype > LOCKSTEP_BOOL) return "unknown";
+    if (dtype < LOCKSTEP_FLOAT32 || dtype > LOCKSTEP_COMPLEX128) return "unknown";
     return dtype_name(dtype_of_code(dtype)).data();  // the table's static, NUL-terminated names
 }
 

@@ -186,9 +186,35 @@ extern "C" PyObject* communicator_allreduce(PyObject* self, PyObject* const* arg
 PyMethodDef communicator_allreduce_def = {
     "allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&communicator_allreduce)),
     METH_FASTCALL | METH_KEYWORDS,
-    "allreduce(x, op='sum', out=None, *, tag=None, stream=None, async_op=False): the reduction of x over every rank, "
-    "in place in x's memory (or into out); returns x (or out), or with async_op=True a lockstep.Request whose "
-    "result() is x (or out)."};
+    "allreduce(x, op='sum', out=None, *, tag=None, stream=None, async_op=False, factor=None): the reduction of x over "
+    "every rank, in place in x's memory (or into out); returns x (or out), or with async_op=True a lockstep.Request "
+    "whose result() is x (or out). op='premul_sum' takes factor, this rank's multiplier of x before the sum."};
+
+// premul_sum's factor: given with op="premul_sum" and only there (a factor with another op would be ignored silently).
+double premul_factor(lockstep_reduce_op_t reduce_op, const py::object& factor, const char* function) {
+    if (reduce_op != LOCKSTEP_PREMUL_SUM) {
+        if (!factor.is_none()) {
+            raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                         std::string(function) + ": factor is given, but op is not 'premul_sum'; pass op='premul_sum'");
+        }
+        return 1.0;
+    }
+    const double value = factor.is_none() ? -1.0 : PyFloat_AsDouble(factor.ptr());
+    if (factor.is_none() || (value == -1.0 && PyErr_Occurred() != nullptr)) {
+        PyErr_Clear();
+        raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                     std::string(function) + ": op='premul_sum' needs factor=<a number> (this rank's multiplier)");
+    }
+    return value;
+}
+
+// The call options with premul_sum's factor set.
+lockstep_call_options_t with_factor(const lockstep_call_options_t* o, double factor) {
+    lockstep_call_options_t options = LOCKSTEP_CALL_OPTIONS_INIT;
+    if (o != nullptr) options = *o;
+    options.premul_factor = factor;
+    return options;
+}
 
 void bind_communicator(py::module_& m) {
     py::class_<Communicator> comm(m, "Communicator", "A lockstep communicator: every collective runs on it.");
@@ -430,17 +456,19 @@ void bind_communicator(py::module_& m) {
         .def(
             "_allreduce_general",
             [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream,
-               py::object async_op) {
+               py::object async_op, py::object factor_object) {
                 return joined_call(c, LOCKSTEP_COLLECTIVE_ALLREDUCE, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.allreduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.allreduce");
+                    const double factor = premul_factor(reduce_op, factor_object, "Communicator.allreduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    auto call = [handle, in = input.handle, into = output.handle, reduce_op](
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op, factor](
                                     const lockstep_call_options_t* o, lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_iallreduce(handle, in, into, reduce_op, o, request)
-                                                  : lockstep_allreduce(handle, in, into, reduce_op, o);
+                        const lockstep_call_options_t with = with_factor(o, factor);
+                        return request != nullptr ? lockstep_iallreduce(handle, in, into, reduce_op, &with, request)
+                                                  : lockstep_allreduce(handle, in, into, reduce_op, &with);
                     };
                     py::object result = out.is_none() ? x : out;
                     return run_or_issue(nonblocking, "Communicator.allreduce", handle, tag, stream,
@@ -448,23 +476,26 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
-            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
+            py::arg("factor") = py::none())
         .def(
             "reduce",
             [](Communicator& c, py::object x, py::object root_object, py::object op, py::object out, py::object tag,
-               py::object stream, py::object async_op) {
+               py::object stream, py::object async_op, py::object factor_object) {
                 int32_t root = -1;
                 return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE, root, async_op, [&]() -> py::object {
                     root = to_integer<int32_t>(root_object, {"Communicator.reduce", "root"});
                     const bool nonblocking = to_bool(async_op, {"Communicator.reduce", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce");
+                    const double factor = premul_factor(reduce_op, factor_object, "Communicator.reduce");
                     Operand input = to_operand(x, false);
                     Operand output = out.is_none() ? Operand{input.handle, std::nullopt} : to_operand(out, false);
-                    auto call = [handle, in = input.handle, into = output.handle, reduce_op, root](
+                    auto call = [handle, in = input.handle, into = output.handle, reduce_op, root, factor](
                                     const lockstep_call_options_t* o, lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_ireduce(handle, in, into, reduce_op, root, o, request)
-                                                  : lockstep_reduce(handle, in, into, reduce_op, root, o);
+                        const lockstep_call_options_t with = with_factor(o, factor);
+                        return request != nullptr ? lockstep_ireduce(handle, in, into, reduce_op, root, &with, request)
+                                                  : lockstep_reduce(handle, in, into, reduce_op, root, &with);
                     };
                     py::object result = out.is_none() ? x : out;
                     return run_or_issue(nonblocking, "Communicator.reduce", handle, tag, stream,
@@ -473,8 +504,10 @@ void bind_communicator(py::module_& m) {
             },
             py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
-            "Collective: the reduction of x over every rank (op 'sum', 'prod', 'min', 'max' or 'mean') on rank `root`, "
-            "in place in x's memory or into out; returns x (or out). tag names the call in reports; stream is the CUDA "
+            py::arg("factor") = py::none(),
+            "Collective: the reduction of x over every rank (op as allreduce's: 'premul_sum' takes factor) on rank "
+            "`root`, in place in x's memory or into out; returns x (or out). tag names the call in reports; stream is "
+            "the CUDA "
             "stream of device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
             "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
             "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
@@ -577,11 +610,12 @@ void bind_communicator(py::module_& m) {
         .def(
             "reduce_scatter",
             [](Communicator& c, py::object x, py::object out, py::object op, py::object tag, py::object stream,
-               py::object async_op) -> py::object {
+               py::object async_op, py::object factor_object) -> py::object {
                 return joined_call(c, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, -1, async_op, [&]() -> py::object {
                     const bool nonblocking = to_bool(async_op, {"Communicator.reduce_scatter", "async_op"});
                     lockstep_comm_t handle = c.handle();
                     const lockstep_reduce_op_t reduce_op = parse_op(op, "Communicator.reduce_scatter");
+                    const double factor = premul_factor(reduce_op, factor_object, "Communicator.reduce_scatter");
                     Operand input = to_operand(x, false);
                     Output output(out, input.handle, true, [&](const Tensor& in) {
                         std::vector<int64_t> shape = in.shape();
@@ -589,10 +623,12 @@ void bind_communicator(py::module_& m) {
                         if (!shape.empty()) shape[0] /= c.size();
                         return shape;
                     });
-                    auto call = [handle, in = input.handle, into = output.handle(), reduce_op](
+                    auto call = [handle, in = input.handle, into = output.handle(), reduce_op, factor](
                                     const lockstep_call_options_t* o, lockstep_request_t* request) {
-                        return request != nullptr ? lockstep_ireduce_scatter(handle, in, into, reduce_op, o, request)
-                                                  : lockstep_reduce_scatter(handle, in, into, reduce_op, o);
+                        const lockstep_call_options_t with = with_factor(o, factor);
+                        return request != nullptr
+                                   ? lockstep_ireduce_scatter(handle, in, into, reduce_op, &with, request)
+                                   : lockstep_reduce_scatter(handle, in, into, reduce_op, &with);
                     };
                     Pending pending = pending_of(output.result(), {x}, std::move(input));
                     output.hold_in(pending);
@@ -602,7 +638,9 @@ void bind_communicator(py::module_& m) {
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
-            "Collective: the reduction of x over every rank (op 'sum', 'prod', 'min', 'max' or 'mean'), split along "
+            py::arg("factor") = py::none(),
+            "Collective: the reduction of x over every rank (op as allreduce's: 'premul_sum' takes factor), split "
+            "along "
             "the first dimension, row i to rank i: into out, or a new lockstep.Tensor; returns it. tag names the call "
             "in reports; stream is the CUDA stream of device tensors (an int or an object with cuda_stream). With "
             "async_op=True it returns at once a lockstep.Request whose result() is that value, and its errors are "
@@ -638,6 +676,50 @@ void bind_communicator(py::module_& m) {
             "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
             "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
             "argument of the wrong type), TimeoutError or MpiError.")
+        .def(
+            "alltoallv",
+            [](Communicator& c, py::object x, py::object send_object, py::object recv_object, py::object out,
+               py::object tag, py::object stream, py::object async_op) -> py::object {
+                return joined_call(c, LOCKSTEP_COLLECTIVE_ALLTOALLV, -1, async_op, [&]() -> py::object {
+                    constexpr const char* where = "Communicator.alltoallv";
+                    const bool nonblocking = to_bool(async_op, {where, "async_op"});
+                    lockstep_comm_t handle = c.handle();
+                    std::vector<int64_t> send = to_integers<int64_t>(send_object, {where, "send_counts"}, false);
+                    std::vector<int64_t> recv = to_integers<int64_t>(recv_object, {where, "recv_counts"}, false);
+                    for (const auto* counts : {&send, &recv}) {
+                        if (counts->size() != static_cast<std::size_t>(c.size())) {
+                            raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                                         std::string(where) + ": " + (counts == &send ? "send_counts" : "recv_counts") +
+                                             " has " + std::to_string(counts->size()) +
+                                             " entries; it needs one per process (" + std::to_string(c.size()) + ")");
+                        }
+                    }
+                    Operand input = to_operand(x, false);
+                    Output output(out, input.handle, true, [&](const Tensor& in) {
+                        std::vector<int64_t> shape = in.shape();
+                        if (shape.empty()) shape.push_back(0);  // no rows: the library refuses the input
+                        shape[0] = 0;
+                        for (int64_t r : recv) shape[0] += std::max<int64_t>(r, 0);
+                        return shape;
+                    });
+                    auto call = [handle, in = input.handle, into = output.handle(), send = std::move(send),
+                                 recv = std::move(recv)](const lockstep_call_options_t* o,
+                                                         lockstep_request_t* request) {
+                        return request != nullptr
+                                   ? lockstep_ialltoallv(handle, in, send.data(), into, recv.data(), o, request)
+                                   : lockstep_alltoallv(handle, in, send.data(), into, recv.data(), o);
+                    };
+                    Pending pending = pending_of(output.result(), {x}, std::move(input));
+                    output.hold_in(pending);
+                    return run_or_issue(nonblocking, where, handle, tag, stream, std::move(pending), call);
+                });
+            },
+            py::arg("x"), py::arg("send_counts"), py::arg("recv_counts"), py::arg("out") = py::none(), py::kw_only(),
+            py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Uneven alltoall: rows of dimension 0 (x's first send_counts[0] rows to rank 0, the next send_counts[1] "
+            "to rank 1, ...); the result, [sum(recv_counts), ...], holds recv_counts[j] rows from each rank j in "
+            "rank order. Blocks may be empty. send_counts[j] here must equal recv_counts[i] on rank j (checked in "
+            "debug mode). Returns the new tensor (or out), or with async_op=True a lockstep.Request.")
         .def(
             "gather_uneven",
             [](Communicator& c, py::object x, py::object tag, py::object stream, py::object async_op) {

@@ -14,11 +14,14 @@ struct DTypeName {
     lockstep_dtype_t dtype;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {"float32", LOCKSTEP_FLOAT32},   {"float64", LOCKSTEP_FLOAT64}, {"float16", LOCKSTEP_FLOAT16},
-    {"bfloat16", LOCKSTEP_BFLOAT16}, {"int8", LOCKSTEP_INT8},       {"uint8", LOCKSTEP_UINT8},
-    {"int32", LOCKSTEP_INT32},       {"int64", LOCKSTEP_INT64},     {"bool", LOCKSTEP_BOOL},
-    {"float", LOCKSTEP_FLOAT32},     {"double", LOCKSTEP_FLOAT64},  {"half", LOCKSTEP_FLOAT16},
-    {"int", LOCKSTEP_INT32},         {"long", LOCKSTEP_INT64},      {"bool_", LOCKSTEP_BOOL},
+    {"float32", LOCKSTEP_FLOAT32},   {"float64", LOCKSTEP_FLOAT64},     {"float16", LOCKSTEP_FLOAT16},
+    {"bfloat16", LOCKSTEP_BFLOAT16}, {"int8", LOCKSTEP_INT8},           {"uint8", LOCKSTEP_UINT8},
+    {"int16", LOCKSTEP_INT16},       {"uint16", LOCKSTEP_UINT16},       {"int32", LOCKSTEP_INT32},
+    {"uint32", LOCKSTEP_UINT32},     {"int64", LOCKSTEP_INT64},         {"uint64", LOCKSTEP_UINT64},
+    {"bool", LOCKSTEP_BOOL},         {"complex64", LOCKSTEP_COMPLEX64}, {"complex128", LOCKSTEP_COMPLEX128},
+    {"float", LOCKSTEP_FLOAT32},     {"double", LOCKSTEP_FLOAT64},      {"half", LOCKSTEP_FLOAT16},
+    {"int", LOCKSTEP_INT32},         {"long", LOCKSTEP_INT64},          {"bool_", LOCKSTEP_BOOL},
+    {"short", LOCKSTEP_INT16},       {"cfloat", LOCKSTEP_COMPLEX64},    {"cdouble", LOCKSTEP_COMPLEX128},
 };
 
 }  // namespace
@@ -38,8 +41,10 @@ lockstep_dtype_t parse_dtype(const py::handle& spec) {
     for (const auto& entry : kDTypeNames) {
         if (name == entry.name) return entry.dtype;
     }
-    raise_status(LOCKSTEP_ERROR_DTYPE, "lockstep has no dtype '" + name +
-                                           "' (float32, float64, float16, bfloat16, int8, uint8, int32, int64, bool)");
+    raise_status(LOCKSTEP_ERROR_DTYPE,
+                 "lockstep has no dtype '" + name +
+                     "' (float32, float64, float16, bfloat16, int8, uint8, int16, uint16, int32, uint32, "
+                     "int64, uint64, bool, complex64, complex128)");
 }
 
 lockstep_device_t parse_device(const std::string& spec) {
@@ -66,12 +71,16 @@ lockstep_reduce_op_t parse_op(py::handle name, const char* function) {
     // Python's own spellings first; the names themselves are the C library's (one table, collectives/).
     if (op == "product") op = "prod";
     if (op == "avg") op = "mean";
+    if (op == "bitwise_and") op = "band";
+    if (op == "bitwise_or") op = "bor";
+    if (op == "bitwise_xor") op = "bxor";
     std::string known;
     for (lockstep_reduce_op_t v = 0; const char* reduce_op = lockstep_reduce_op_name(v); ++v) {
         if (op == reduce_op) return v;
         known += std::string(known.empty() ? "" : ", ") + reduce_op;
     }
-    raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT, "unknown reduce op '" + op + "' (" + known + "; product, avg)");
+    raise_status(LOCKSTEP_ERROR_INVALID_ARGUMENT,
+                 "unknown reduce op '" + op + "' (" + known + "; product, avg, bitwise_and, bitwise_or, bitwise_xor)");
 }
 
 const char* buffer_format(lockstep_dtype_t dtype) {
@@ -90,6 +99,18 @@ const char* buffer_format(lockstep_dtype_t dtype) {
             return "i";
         case LOCKSTEP_INT64:
             return "q";
+        case LOCKSTEP_INT16:
+            return "h";
+        case LOCKSTEP_UINT16:
+            return "H";
+        case LOCKSTEP_UINT32:
+            return "I";
+        case LOCKSTEP_UINT64:
+            return "Q";
+        case LOCKSTEP_COMPLEX64:
+            return "Zf";
+        case LOCKSTEP_COMPLEX128:
+            return "Zd";
         case LOCKSTEP_BOOL:
             return "?";
         default:

@@ -25,6 +25,13 @@ const char* buffer_format(lockstep_dtype_t dtype);
 inline std::optional<lockstep_dtype_t> dtype_of_format(const char* format, Py_ssize_t itemsize) {
     const char* f = format != nullptr ? format : "B";
     if (*f == '@' || *f == '=' || *f == '<') ++f;
+    if (f[0] == 'Z' && f[1] != '\0' && f[2] == '\0') {  // complex: "Zf", "Zd"
+        std::optional<lockstep_dtype_t> dtype;
+        if (f[1] == 'f') dtype = LOCKSTEP_COMPLEX64;
+        if (f[1] == 'd') dtype = LOCKSTEP_COMPLEX128;
+        if (dtype && lockstep_dtype_size(*dtype) != static_cast<size_t>(itemsize)) return std::nullopt;
+        return dtype;
+    }
     if (f[0] == '\0' || f[1] != '\0') return std::nullopt;
     std::optional<lockstep_dtype_t> dtype;
     switch (*f) {
@@ -52,8 +59,18 @@ inline std::optional<lockstep_dtype_t> dtype_of_format(const char* format, Py_ss
         case 'l':
         case 'q':
         case 'n':
+            if (itemsize == 2) dtype = LOCKSTEP_INT16;
             if (itemsize == 4) dtype = LOCKSTEP_INT32;
             if (itemsize == 8) dtype = LOCKSTEP_INT64;
+            break;
+        case 'H':
+        case 'I':
+        case 'L':
+        case 'Q':
+        case 'N':
+            if (itemsize == 2) dtype = LOCKSTEP_UINT16;
+            if (itemsize == 4) dtype = LOCKSTEP_UINT32;
+            if (itemsize == 8) dtype = LOCKSTEP_UINT64;
             break;
         default:
             break;

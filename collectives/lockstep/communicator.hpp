@@ -103,9 +103,9 @@ public:
     [[nodiscard]] Tensor broadcast(const Tensor& t, int root, CallSite site = {});
     Tensor& broadcast_(Tensor& t, int root, CallSite site = {});
     // Reduction to `root`; other ranks get an undefined tensor.
-    [[nodiscard]] Tensor reduce(const Tensor& t, ReduceOp op, int root, CallSite site = {});
-    [[nodiscard]] Tensor allreduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
-    Tensor& allreduce_(Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Tensor reduce(const Tensor& t, Reduction op, int root, CallSite site = {});
+    [[nodiscard]] Tensor allreduce(const Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
+    Tensor& allreduce_(Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
     // Concatenation along dimension 0 in rank order ([size * d0, ...]); a 0-d input gives [size]. gather: root only,
     // other ranks get an undefined tensor.
     [[nodiscard]] Tensor gather(const Tensor& t, int root, CallSite site = {});
@@ -115,12 +115,22 @@ public:
     // Root's [size * k, ...] split along dimension 0: rank i gets rows [i k, (i + 1) k).
     [[nodiscard]] Tensor scatter(const Tensor& t, int root, CallSite site = {});
     // Reduction of [size * k, ...] tensors, then rank i keeps rows [i k, (i + 1) k).
-    [[nodiscard]] Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Tensor reduce_scatter(const Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
     // reduce_scatter into a caller's tensor of shape [k, ...] (float32/float64/integer dtypes: half types allocate
     // their float32 accumulator anyway, use reduce_scatter for them).
-    Tensor& reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    Tensor& reduce_scatter_into(const Tensor& t, Tensor& out, Reduction op = ReduceOp::Sum, CallSite site = {});
     // Block i of dimension 0 ([size * k, ...]) goes to rank i; the result holds the blocks received, in rank order.
     [[nodiscard]] Tensor alltoall(const Tensor& t, CallSite site = {});
+    // Uneven alltoall (MPI_Alltoallv), counts in rows of dimension 0, one per process: the first send_counts[0] rows
+    // of t go to rank 0, the next send_counts[1] to rank 1, ...; the result, [sum of recv_counts, ...], holds
+    // recv_counts[j] rows from each rank j in rank order. Blocks may be empty. send_counts must add up to t's first
+    // dimension, and send_counts[j] here must equal recv_counts[i] on rank j (checked in debug mode, which also
+    // compares dtype and the other dimensions; every rank then raises the same error).
+    [[nodiscard]] Tensor alltoallv(const Tensor& t, std::span<const std::int64_t> send_counts,
+                                   std::span<const std::int64_t> recv_counts, CallSite site = {});
+    // alltoallv into a caller's tensor of shape [sum of recv_counts, ...] (not the input).
+    Tensor& alltoallv_into(const Tensor& t, std::span<const std::int64_t> send_counts, Tensor& out,
+                           std::span<const std::int64_t> recv_counts, CallSite site = {});
     void send(const Tensor& t, int dest, int tag = 0, CallSite site = {});
     Tensor& recv(Tensor& out, int source, int tag = 0, CallSite site = {});
     // A receive from whichever rank sends first with this tag (MPI_ANY_SOURCE); returns the sender's rank.
@@ -133,17 +143,22 @@ public:
     [[nodiscard]] Work ibarrier(CallSite site = {});
     [[nodiscard]] Work ibroadcast(const Tensor& t, int root, CallSite site = {});
     [[nodiscard]] Work ibroadcast_(Tensor& t, int root, CallSite site = {});
-    [[nodiscard]] Work ireduce(const Tensor& t, ReduceOp op, int root, CallSite site = {});
-    [[nodiscard]] Work iallreduce(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
-    [[nodiscard]] Work iallreduce_(Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work ireduce(const Tensor& t, Reduction op, int root, CallSite site = {});
+    [[nodiscard]] Work iallreduce(const Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work iallreduce_(Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
     [[nodiscard]] Work igather(const Tensor& t, int root, CallSite site = {});
     [[nodiscard]] Work iallgather(const Tensor& t, CallSite site = {});
     [[nodiscard]] Work iallgather_into(const Tensor& t, Tensor& out, CallSite site = {});
     [[nodiscard]] Work iscatter(const Tensor& t, int root, CallSite site = {});
-    [[nodiscard]] Work ireduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum, CallSite site = {});
-    [[nodiscard]] Work ireduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op = ReduceOp::Sum,
+    [[nodiscard]] Work ireduce_scatter(const Tensor& t, Reduction op = ReduceOp::Sum, CallSite site = {});
+    [[nodiscard]] Work ireduce_scatter_into(const Tensor& t, Tensor& out, Reduction op = ReduceOp::Sum,
                                             CallSite site = {});
     [[nodiscard]] Work ialltoall(const Tensor& t, CallSite site = {});
+    // The counts are copied at issue.
+    [[nodiscard]] Work ialltoallv(const Tensor& t, std::span<const std::int64_t> send_counts,
+                                  std::span<const std::int64_t> recv_counts, CallSite site = {});
+    [[nodiscard]] Work ialltoallv_into(const Tensor& t, std::span<const std::int64_t> send_counts, Tensor& out,
+                                       std::span<const std::int64_t> recv_counts, CallSite site = {});
     [[nodiscard]] Work igather_uneven(const Tensor& t, CallSite site = {});
     [[nodiscard]] Work isend(const Tensor& t, int dest, int tag = 0, CallSite site = {});
     [[nodiscard]] Work irecv(Tensor& out, int source, int tag = 0, CallSite site = {});

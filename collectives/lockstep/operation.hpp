@@ -25,13 +25,14 @@ enum class OpKind : std::uint8_t {
     PadAcrossProcesses,  // one dimension may differ between ranks
     Send,                // point to point: watched, never signature-checked
     Recv,
+    Alltoallv,  // per-peer counts: the blocks may differ in size
 };
 [[nodiscard]] LOCKSTEP_API std::string_view op_name(OpKind op) noexcept;  // "lockstep::allreduce", ...
 
 // The rows of the operation table: OpKind values 0 to operation_count - 1. The table's length must equal it (a
 // static_assert), and so must every mapping that layers above keep to their own values (the C interface's), so that a
 // new row without its mapping fails to compile.
-inline constexpr std::size_t operation_count = 13;
+inline constexpr std::size_t operation_count = 14;
 
 // One row of the operation table, as the layers above read it.
 struct OperationInfo {
@@ -42,9 +43,33 @@ struct OperationInfo {
 };
 [[nodiscard]] LOCKSTEP_API OperationInfo operation_info(OpKind op) noexcept;
 
-enum class ReduceOp : std::uint8_t { Sum, Prod, Max, Min, Mean };
-inline constexpr std::size_t reduce_op_count = 5;  // ReduceOp values 0 to reduce_op_count - 1
+// Values are appended, never reordered: they travel in debug mode's signatures.
+enum class ReduceOp : std::uint8_t {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Mean,
+    BitwiseAnd,  // integer and bool dtypes only (on bool: logical and, or, xor)
+    BitwiseOr,
+    BitwiseXor,
+    PremulSum,  // the sum of every process's tensor multiplied by that process's factor (Reduction::factor)
+};
+inline constexpr std::size_t reduce_op_count = 9;  // ReduceOp values 0 to reduce_op_count - 1
 [[nodiscard]] LOCKSTEP_API std::string_view reduce_op_name(ReduceOp op) noexcept;  // "sum", ..., "unknown"
+
+// A reduce op with its argument, as the reducing collectives take it: a ReduceOp converts to one implicitly
+// (comm.allreduce(t, ReduceOp::Max)), and premul_sum(factor) makes PREMUL_SUM's. The factor may differ between
+// processes; the input is never modified (except by an in-place call, whose result is the premultiplied sum).
+struct Reduction {
+    ReduceOp op = ReduceOp::Sum;
+    double factor = 1.0;                                                 // read by PremulSum only
+    constexpr Reduction(ReduceOp reduce_op) noexcept : op(reduce_op) {}  // NOLINT(google-explicit-constructor)
+    constexpr Reduction(ReduceOp reduce_op, double premul_factor) noexcept : op(reduce_op), factor(premul_factor) {}
+};
+[[nodiscard]] constexpr Reduction premul_sum(double factor) noexcept {
+    return {ReduceOp::PremulSum, factor};
+}
 
 // Where a collective was called from, and an optional tag naming it in reports. Taken as a defaulted last argument,
 // so that it records the caller's position.

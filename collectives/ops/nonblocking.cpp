@@ -25,19 +25,19 @@ Work Communicator::ibroadcast_(Tensor& t, int root, CallSite site) {
                          });
 }
 
-Work Communicator::ireduce(const Tensor& t, ReduceOp op, int root, CallSite site) {
+Work Communicator::ireduce(const Tensor& t, Reduction op, int root, CallSite site) {
     return impl_->submit(
-        {.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op, .site = site},
+        {.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op.op, .site = site},
         [t, op, root, site](Communicator& c, WorkState& w) { w.result = c.reduce(t, op, root, site); });
 }
 
-Work Communicator::iallreduce(const Tensor& t, ReduceOp op, CallSite site) {
-    return impl_->submit({.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
+Work Communicator::iallreduce(const Tensor& t, Reduction op, CallSite site) {
+    return impl_->submit({.op = OpKind::Allreduce, .input = &t, .reduce_op = op.op, .site = site},
                          [t, op, site](Communicator& c, WorkState& w) { w.result = c.allreduce(t, op, site); });
 }
 
-Work Communicator::iallreduce_(Tensor& t, ReduceOp op, CallSite site) {
-    return impl_->submit({.op = OpKind::Allreduce, .input = &t, .reduce_op = op, .site = site},
+Work Communicator::iallreduce_(Tensor& t, Reduction op, CallSite site) {
+    return impl_->submit({.op = OpKind::Allreduce, .input = &t, .reduce_op = op.op, .site = site},
                          [t, op, site](Communicator& c, WorkState& w) mutable {
                              c.allreduce_(t, op, site);
                              w.result = t;
@@ -67,13 +67,13 @@ Work Communicator::iscatter(const Tensor& t, int root, CallSite site) {
                          [t, root, site](Communicator& c, WorkState& w) { w.result = c.scatter(t, root, site); });
 }
 
-Work Communicator::ireduce_scatter(const Tensor& t, ReduceOp op, CallSite site) {
-    return impl_->submit({.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op, .site = site},
+Work Communicator::ireduce_scatter(const Tensor& t, Reduction op, CallSite site) {
+    return impl_->submit({.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op.op, .site = site},
                          [t, op, site](Communicator& c, WorkState& w) { w.result = c.reduce_scatter(t, op, site); });
 }
 
-Work Communicator::ireduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op, CallSite site) {
-    return impl_->submit({.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op, .site = site},
+Work Communicator::ireduce_scatter_into(const Tensor& t, Tensor& out, Reduction op, CallSite site) {
+    return impl_->submit({.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op.op, .site = site},
                          [t, out, op, site](Communicator& c, WorkState& w) mutable {
                              c.reduce_scatter_into(t, out, op, site);
                              w.result = out;
@@ -83,6 +83,25 @@ Work Communicator::ireduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp o
 Work Communicator::ialltoall(const Tensor& t, CallSite site) {
     return impl_->submit({.op = OpKind::Alltoall, .input = &t, .site = site},
                          [t, site](Communicator& c, WorkState& w) { w.result = c.alltoall(t, site); });
+}
+
+Work Communicator::ialltoallv(const Tensor& t, std::span<const std::int64_t> send_counts,
+                              std::span<const std::int64_t> recv_counts, CallSite site) {
+    return impl_->submit({.op = OpKind::Alltoallv, .input = &t, .varying_dim = 0, .site = site},
+                         [t, send = std::vector<std::int64_t>(send_counts.begin(), send_counts.end()),
+                          recv = std::vector<std::int64_t>(recv_counts.begin(), recv_counts.end()),
+                          site](Communicator& c, WorkState& w) { w.result = c.alltoallv(t, send, recv, site); });
+}
+
+Work Communicator::ialltoallv_into(const Tensor& t, std::span<const std::int64_t> send_counts, Tensor& out,
+                                   std::span<const std::int64_t> recv_counts, CallSite site) {
+    return impl_->submit({.op = OpKind::Alltoallv, .input = &t, .output = &out, .varying_dim = 0, .site = site},
+                         [t, out, send = std::vector<std::int64_t>(send_counts.begin(), send_counts.end()),
+                          recv = std::vector<std::int64_t>(recv_counts.begin(), recv_counts.end()),
+                          site](Communicator& c, WorkState& w) mutable {
+                             c.alltoallv_into(t, send, out, recv, site);
+                             w.result = out;
+                         });
 }
 
 Work Communicator::igather_uneven(const Tensor& t, CallSite site) {

@@ -4,20 +4,20 @@
 
 namespace lockstep {
 
-Tensor Communicator::reduce(const Tensor& t, ReduceOp op, int root, CallSite site) {
+Tensor Communicator::reduce(const Tensor& t, Reduction op, int root, CallSite site) {
     const bool is_root = impl_->rank == root;
     detail::WidenedResult r;
     impl_->run(
-        {.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op, .site = site},
+        {.op = OpKind::Reduce, .input = &t, .root = root, .reduce_op = op.op, .site = site},
         [&] {
             t.check_defined("reduce");
-            detail::check_reducible(t, op, OpKind::Reduce);
-            r = detail::widened_result(t, t.shape(), /*receives=*/is_root);  // MPI ignores non-roots' buffer
+            detail::check_reducible(t, op.op, OpKind::Reduce);
+            r = detail::widened_result(t, t.shape(), op, /*receives=*/is_root);  // MPI ignores non-roots' buffer
         },
         [&] {
             const Tensor& in = r.input.of(t);
             if (detail::ShmGroup* shm = impl_->shm_for(in.nbytes());
-                shm != nullptr && shm->reduce(in, is_root ? &r.result : nullptr, op, root)) {
+                shm != nullptr && shm->reduce(in, is_root ? &r.result : nullptr, op.op, root)) {
                 return;
             }
             const int n = detail::checked_count(in.numel(), "reduce");
@@ -25,12 +25,12 @@ Tensor Communicator::reduce(const Tensor& t, ReduceOp op, int root, CallSite sit
                 in, r.result,
                 [&](const void* src, void* dst) {
                     impl_->mpi(MPI_Reduce(src, is_root ? dst : nullptr, n, mpi_datatype(in.dtype()),
-                                          detail::mpi_op(op, in.dtype()), root, impl_->comm),
+                                          detail::mpi_op(op.op, in.dtype()), root, impl_->comm),
                                "MPI_Reduce");
                 },
                 /*copy_back=*/is_root);
         });
-    return detail::finish_reduce(r, op, impl_->size);
+    return detail::finish_reduce(r, op.op, impl_->size);
 }
 
 }  // namespace lockstep

@@ -17,28 +17,29 @@ void reduce_scatter_payload(auto& impl, const Tensor& in, Tensor& out, ReduceOp 
 }
 }  // namespace
 
-Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op, CallSite site) {
+Tensor Communicator::reduce_scatter(const Tensor& t, Reduction op, CallSite site) {
     detail::WidenedResult r;
     impl_->run(
-        {.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op, .site = site},
+        {.op = OpKind::ReduceScatter, .input = &t, .reduce_op = op.op, .site = site},
         [&] {
             t.check_defined("reduce_scatter");
-            detail::check_reducible(t, op, OpKind::ReduceScatter);
+            detail::check_reducible(t, op.op, OpKind::ReduceScatter);
             impl_->check_divisible(t, OpKind::ReduceScatter);
-            r = detail::widened_result(t, detail::split_shape(t, impl_->size));
+            r = detail::widened_result(t, detail::split_shape(t, impl_->size), op);
         },
-        [&] { reduce_scatter_payload(*impl_, r.input.of(t), r.result, op); });
-    return detail::finish_reduce(r, op, impl_->size);
+        [&] { reduce_scatter_payload(*impl_, r.input.of(t), r.result, op.op); });
+    return detail::finish_reduce(r, op.op, impl_->size);
 }
 
-Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp op, CallSite site) {
+Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, Reduction op, CallSite site) {
+    detail::Widened premultiplied;  // premul_sum's scaled copy of t
     impl_->run(
-        {.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op, .site = site},
+        {.op = OpKind::ReduceScatter, .input = &t, .output = &out, .reduce_op = op.op, .site = site},
         [&] {
             t.check_defined("reduce_scatter_into");
             out.check_defined("reduce_scatter_into");
             out.check_writable("reduce_scatter_into");
-            detail::check_reducible(t, op, OpKind::ReduceScatter);
+            detail::check_reducible(t, op.op, OpKind::ReduceScatter);
             impl_->check_divisible(t, OpKind::ReduceScatter);
             if (detail::is_half(t.dtype())) {
                 throw DTypeError(fmt::format(
@@ -47,10 +48,11 @@ Tensor& Communicator::reduce_scatter_into(const Tensor& t, Tensor& out, ReduceOp
                     t.str()));
             }
             detail::check_output(out, t, 1, impl_->size, impl_->size, "reduce_scatter_into");
+            premultiplied = detail::widen(t, op);
         },
         [&] {
-            reduce_scatter_payload(*impl_, t, out, op);
-            if (op == ReduceOp::Mean) ops::scale_(out, 1.0 / impl_->size);
+            reduce_scatter_payload(*impl_, premultiplied.of(t), out, op.op);
+            if (op.op == ReduceOp::Mean) detail::scale_elements_(out, 1.0 / impl_->size);
         });
     return out;
 }

@@ -99,7 +99,9 @@ std::pair<std::int64_t, std::int64_t> slice_of(std::int64_t count, int members, 
 }
 
 // The reduction of sources[0..n) (in that order, for every element) of `count` elements into each of targets[0..m),
-// through a block small enough to stay in the first-level cache; a target may be one of the sources (in place).
+// through a block small enough to stay in the first-level cache; a target may be one of the sources (in place). The
+// caller has checked the pair of op and type (check_reducible): max and min take no complex type, the bitwise ops
+// integers only.
 template <typename T>
 void reduce_blocks(const std::byte* const* sources, int n, std::byte* const* targets, int m, std::int64_t count,
                    ReduceOp op) {
@@ -117,22 +119,53 @@ void reduce_blocks(const std::byte* const* sources, int n, std::byte* const* tar
             switch (op) {
                 case ReduceOp::Sum:
                 case ReduceOp::Mean:
+                case ReduceOp::PremulSum:
                     acc += source(p);
                     break;
                 case ReduceOp::Prod:
                     acc *= source(p);
                     break;
                 case ReduceOp::Max:
-                    acc = acc.max(source(p));
-                    break;
                 case ReduceOp::Min:
-                    acc = acc.min(source(p));
+                    if constexpr (!is_complex_v<T>) {
+                        if (op == ReduceOp::Max) {
+                            acc = acc.max(source(p));
+                        } else {
+                            acc = acc.min(source(p));
+                        }
+                    }
+                    break;
+                case ReduceOp::BitwiseAnd:
+                case ReduceOp::BitwiseOr:
+                case ReduceOp::BitwiseXor:
+                    if constexpr (std::is_integral_v<T>) {
+                        const T* in = reinterpret_cast<const T*>(sources[p]) + at;
+                        for (std::int64_t i = 0; i < len; ++i) {
+                            acc_data[i] = op == ReduceOp::BitwiseAnd  ? static_cast<T>(acc_data[i] & in[i])
+                                          : op == ReduceOp::BitwiseOr ? static_cast<T>(acc_data[i] | in[i])
+                                                                      : static_cast<T>(acc_data[i] ^ in[i]);
+                        }
+                    }
                     break;
             }
         }
         for (int t = 0; t < m; ++t) {
             std::memcpy(reinterpret_cast<T*>(targets[t]) + at, acc_data, static_cast<std::size_t>(len) * sizeof(T));
         }
+    }
+}
+
+// On bool (values 0 and 1), as mpi_op's logical operations: any is the largest, all the smallest, xor the bitwise one.
+ReduceOp bool_reduction(ReduceOp op) noexcept {
+    switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Max:
+        case ReduceOp::BitwiseOr:
+            return ReduceOp::Max;
+        case ReduceOp::BitwiseXor:
+            return ReduceOp::BitwiseXor;
+        default:
+            return ReduceOp::Min;
     }
 }
 
@@ -147,15 +180,24 @@ void reduce_into(DType dtype, const std::byte* const* sources, int n, std::byte*
             return reduce_blocks<std::int8_t>(sources, n, targets, m, count, op);
         case DType::UInt8:
             return reduce_blocks<std::uint8_t>(sources, n, targets, m, count, op);
+        case DType::Int16:
+            return reduce_blocks<std::int16_t>(sources, n, targets, m, count, op);
+        case DType::UInt16:
+            return reduce_blocks<std::uint16_t>(sources, n, targets, m, count, op);
         case DType::Int32:
             return reduce_blocks<std::int32_t>(sources, n, targets, m, count, op);
+        case DType::UInt32:
+            return reduce_blocks<std::uint32_t>(sources, n, targets, m, count, op);
         case DType::Int64:
             return reduce_blocks<std::int64_t>(sources, n, targets, m, count, op);
+        case DType::UInt64:
+            return reduce_blocks<std::uint64_t>(sources, n, targets, m, count, op);
+        case DType::Complex64:
+            return reduce_blocks<std::complex<float>>(sources, n, targets, m, count, op);
+        case DType::Complex128:
+            return reduce_blocks<std::complex<double>>(sources, n, targets, m, count, op);
         case DType::Bool:
-            // As MPI_LOR (sum, max) and MPI_LAND (product, min) on values 0 and 1: the largest and the smallest.
-            return reduce_blocks<std::uint8_t>(
-                sources, n, targets, m, count,
-                op == ReduceOp::Sum || op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Min);
+            return reduce_blocks<std::uint8_t>(sources, n, targets, m, count, bool_reduction(op));
         case DType::Float16:
         case DType::BFloat16:
             break;  // widened to float32 before they get here

@@ -52,10 +52,15 @@ template <typename E>
 
 // Converts one element between Eigen storage types following scalar_conversion.hpp (the rules the CUDA backend
 // implements with its own intrinsics).
+// A complex value converts to its real part, and from a real value with a zero imaginary part (numpy's casts).
 template <typename To, typename From>
 [[nodiscard]] inline To convert(From v) noexcept {
     if constexpr (std::is_same_v<To, From>) {
         return v;
+    } else if constexpr (is_complex_v<To>) {
+        return To(convert<typename To::value_type>(v), 0);
+    } else if constexpr (is_complex_v<From>) {
+        return convert<To>(v.real());
     } else if constexpr (std::is_same_v<From, bool>) {
         return convert<To, std::uint8_t>(v ? 1 : 0);
     } else if constexpr (std::is_same_v<To, bool>) {
@@ -93,13 +98,20 @@ decltype(auto) visit_eigen(DType dtype, Fn&& fn) {
     return visit_dtype(dtype, [&](auto zero) { return fn(eigen_t<decltype(zero)>{}); });
 }
 
-// As visit_eigen, for dtypes that take arithmetic (all but bool; dispatch.cpp refuses bool before any kernel runs).
+// As visit_eigen, for dtypes that take arithmetic (all but bool and the complex types; dispatch.cpp refuses bool
+// before any kernel runs). Complex tensors are carried by the collectives; of the tensor math they take fill, copy
+// and cast only.
 template <typename Fn>
 void visit_arithmetic(DType dtype, Fn&& fn) {
     visit_eigen(dtype, [&](auto zero) {
         using E = decltype(zero);
         if constexpr (std::is_same_v<E, bool>) {
             throw DTypeError("arithmetic on bool tensors is not supported; cast to an integer or floating dtype first");
+        } else if constexpr (is_complex_v<E>) {
+            throw DTypeError(
+                fmt::format("tensor arithmetic on {} is not supported (complex tensors take fill, copy, "
+                            "cast and the collectives); cast to a real dtype first",
+                            dtype_name(dtype)));
         } else {
             fn(zero);
         }
@@ -111,7 +123,7 @@ template <typename Fn>
 void visit_floating(DType dtype, Fn&& fn) {
     visit_eigen(dtype, [&](auto zero) {
         using E = decltype(zero);
-        if constexpr (std::is_integral_v<E>) {
+        if constexpr (std::is_integral_v<E> || is_complex_v<E>) {
             throw DTypeError(
                 fmt::format("dtype {} is not floating; this operation needs float32, float64, float16 "
                             "or bfloat16",

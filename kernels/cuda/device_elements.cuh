@@ -139,9 +139,25 @@ __host__ __device__ __forceinline__ To convert(From v) {
 
 // ---- dtype visitors, handing fn a value of the device type
 
+// The CUDA kernels take the dtypes of their first release; int16, uint16, uint32, uint64 and the complex types on a
+// CUDA device are carried by the collectives (copied, staged, reduced on the host or by MPI), not computed on.
+template <typename T>
+inline constexpr bool has_device_kernels_v =
+    !is_complex_v<T> && !std::is_same_v<T, std::int16_t> && !std::is_same_v<T, std::uint16_t> &&
+    !std::is_same_v<T, std::uint32_t> && !std::is_same_v<T, std::uint64_t>;
+
 template <typename Fn>
 decltype(auto) visit_device(DType dtype, Fn&& fn) {
-    return visit_dtype(dtype, [&](auto zero) { return fn(device_t<decltype(zero)>{}); });
+    return visit_dtype(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        if constexpr (has_device_kernels_v<T>) {
+            return fn(device_t<T>{});
+        } else {
+            throw DTypeError(std::string("the CUDA kernels do not compute on dtype ") + std::string(dtype_name(dtype)) +
+                             " (collectives carry it); copy the tensor to the host, or cast it on the host first");
+            return fn(float{});  // never reached: gives the branch the return type of the others
+        }
+    });
 }
 
 // All dtypes but bool (dispatch.cpp refuses arithmetic on bool before any kernel runs).

@@ -3,6 +3,7 @@
 
 #include <lockstep/export.hpp>
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -12,16 +13,39 @@
 
 namespace lockstep {
 
-enum class DType : std::uint8_t { Float32, Float64, Float16, BFloat16, Int8, UInt8, Int32, Int64, Bool };
+// Values are appended, never reordered: they travel in debug mode's signatures.
+enum class DType : std::uint8_t {
+    Float32,
+    Float64,
+    Float16,
+    BFloat16,
+    Int8,
+    UInt8,
+    Int32,
+    Int64,
+    Bool,
+    Int16,
+    UInt16,
+    UInt32,
+    UInt64,
+    Complex64,   // std::complex<float>: two float32, real part first
+    Complex128,  // std::complex<double>
+};
 
-inline constexpr DType all_dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
-                                       DType::UInt8,   DType::Int32,   DType::Int64,   DType::Bool};
+inline constexpr DType all_dtypes[] = {DType::Float32, DType::Float64,   DType::Float16,   DType::BFloat16,
+                                       DType::Int8,    DType::UInt8,     DType::Int32,     DType::Int64,
+                                       DType::Bool,    DType::Int16,     DType::UInt16,    DType::UInt32,
+                                       DType::UInt64,  DType::Complex64, DType::Complex128};
 
 [[nodiscard]] LOCKSTEP_API std::string_view dtype_name(DType dtype) noexcept;  // "float32", "bfloat16", ...
 [[nodiscard]] LOCKSTEP_API std::size_t dtype_size(DType dtype) noexcept;       // bytes per element
 [[nodiscard]] LOCKSTEP_API bool is_floating(DType dtype) noexcept;             // float32/64, float16, bfloat16
-[[nodiscard]] LOCKSTEP_API bool is_integral(DType dtype) noexcept;             // int8/uint8/int32/int64 (not bool)
-// Parses a name as printed by dtype_name (also "float", "double", "half", "int", "long"); throws DTypeError.
+[[nodiscard]] LOCKSTEP_API bool is_integral(DType dtype) noexcept;             // int8 ... uint64 (not bool)
+[[nodiscard]] LOCKSTEP_API bool is_complex(DType dtype) noexcept;              // complex64, complex128
+// The real type of a complex dtype's parts (float32 for complex64, float64 for complex128); `dtype` itself otherwise.
+[[nodiscard]] LOCKSTEP_API DType real_dtype(DType dtype) noexcept;
+// Parses a name as printed by dtype_name (also "float", "double", "half", "int", "long", "short", "cfloat",
+// "cdouble"); throws DTypeError.
 [[nodiscard]] LOCKSTEP_API DType parse_dtype(std::string_view name);
 LOCKSTEP_API std::ostream& operator<<(std::ostream& os, DType dtype);
 
@@ -94,11 +118,41 @@ template <>
 struct dtype_traits<bool> {
     static constexpr DType value = DType::Bool;
 };
+template <>
+struct dtype_traits<std::int16_t> {
+    static constexpr DType value = DType::Int16;
+};
+template <>
+struct dtype_traits<std::uint16_t> {
+    static constexpr DType value = DType::UInt16;
+};
+template <>
+struct dtype_traits<std::uint32_t> {
+    static constexpr DType value = DType::UInt32;
+};
+template <>
+struct dtype_traits<std::uint64_t> {
+    static constexpr DType value = DType::UInt64;
+};
+template <>
+struct dtype_traits<std::complex<float>> {
+    static constexpr DType value = DType::Complex64;
+};
+template <>
+struct dtype_traits<std::complex<double>> {
+    static constexpr DType value = DType::Complex128;
+};
+
+template <typename T>
+inline constexpr bool is_complex_v = false;
+template <typename T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
 
 template <typename T>
 inline constexpr DType dtype_of = dtype_traits<T>::value;
 
-// Calls fn with a value-initialised object of the C++ type that stores `dtype` (float, float16, ..., bool).
+// Calls fn with a value-initialised object of the C++ type that stores `dtype` (float, float16, ..., bool,
+// std::complex<float>, std::complex<double>).
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     switch (dtype) {
@@ -120,14 +174,29 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
             return fn(std::int64_t{});
         case DType::Bool:
             return fn(bool{});
+        case DType::Int16:
+            return fn(std::int16_t{});
+        case DType::UInt16:
+            return fn(std::uint16_t{});
+        case DType::UInt32:
+            return fn(std::uint32_t{});
+        case DType::UInt64:
+            return fn(std::uint64_t{});
+        case DType::Complex64:
+            return fn(std::complex<float>{});
+        case DType::Complex128:
+            return fn(std::complex<double>{});
     }
     return fn(float{});  // unreachable: every enumerator is handled above
 }
 
-// Converts between any element type and double, the common currency of scalar arguments.
+// Converts between any element type and double, the common currency of scalar arguments (a complex value converts
+// to its real part, and from a double with a zero imaginary part, as numpy's casts do).
 template <typename T>
 [[nodiscard]] inline double to_double(T v) noexcept {
-    if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    if constexpr (is_complex_v<T>) {
+        return static_cast<double>(v.real());
+    } else if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
         return static_cast<double>(static_cast<float>(v));
     } else {
         return static_cast<double>(v);
@@ -139,6 +208,8 @@ template <typename T>
         return T(static_cast<float>(v));
     } else if constexpr (std::is_same_v<T, bool>) {
         return v != 0.0;
+    } else if constexpr (is_complex_v<T>) {
+        return T(static_cast<typename T::value_type>(v), 0);
     } else {
         return static_cast<T>(v);
     }

@@ -131,6 +131,18 @@ void at_runtime_report(std::function<std::string()> section);
             return MPI_INT64_T;
         case DType::Bool:
             return MPI_C_BOOL;
+        case DType::Int16:
+            return MPI_INT16_T;
+        case DType::UInt16:
+            return MPI_UINT16_T;
+        case DType::UInt32:
+            return MPI_UINT32_T;
+        case DType::UInt64:
+            return MPI_UINT64_T;
+        case DType::Complex64:
+            return MPI_C_FLOAT_COMPLEX;
+        case DType::Complex128:
+            return MPI_C_DOUBLE_COMPLEX;
     }
     return MPI_DATATYPE_NULL;
 }

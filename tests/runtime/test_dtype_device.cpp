@@ -28,6 +28,12 @@ BOOST_AUTO_TEST_CASE(dtype_table_sizes_names_and_categories) {
         {DType::Int32, "int32", 4, false, true, MPI_INT32_T},
         {DType::Int64, "int64", 8, false, true, MPI_INT64_T},
         {DType::Bool, "bool", 1, false, false, MPI_C_BOOL},
+        {DType::Int16, "int16", 2, false, true, MPI_INT16_T},
+        {DType::UInt16, "uint16", 2, false, true, MPI_UINT16_T},
+        {DType::UInt32, "uint32", 4, false, true, MPI_UINT32_T},
+        {DType::UInt64, "uint64", 8, false, true, MPI_UINT64_T},
+        {DType::Complex64, "complex64", 8, false, false, MPI_C_FLOAT_COMPLEX},
+        {DType::Complex128, "complex128", 16, false, false, MPI_C_DOUBLE_COMPLEX},
     };
     BOOST_TEST(std::size(table) == std::size(all_dtypes));
     for (const auto& e : table) {
@@ -41,8 +47,16 @@ BOOST_AUTO_TEST_CASE(dtype_table_sizes_names_and_categories) {
             os << e.dtype;
             BOOST_TEST(os.str() == e.name);
             BOOST_TEST((mpi_datatype(e.dtype) == e.mpi));
+            const bool complex = e.dtype == DType::Complex64 || e.dtype == DType::Complex128;
+            BOOST_TEST(is_complex(e.dtype) == complex);
+            BOOST_TEST((real_dtype(e.dtype) == (e.dtype == DType::Complex64    ? DType::Float32
+                                                : e.dtype == DType::Complex128 ? DType::Float64
+                                                                               : e.dtype)));
         }
     }
+    BOOST_TEST((parse_dtype("short") == DType::Int16));
+    BOOST_TEST((parse_dtype("cdouble") == DType::Complex128));
+    BOOST_TEST(dtype_name(static_cast<DType>(200)) == "unknown");
     BOOST_TEST((dtype_of<float> == DType::Float32));
     BOOST_TEST((dtype_of<std::int64_t> == DType::Int64));
     BOOST_TEST((dtype_of<bfloat16> == DType::BFloat16));

@@ -115,6 +115,33 @@ def main():
         "ompi_info" in pmi.get("source", "") and "could not be asked" not in pmi.get("source", ""),
         "dry run: the choice names ompi_info, and srun --mpi=list was asked",
     )
+    wrapper = os.path.join(os.path.dirname(os.path.realpath(lockstep)), "lockstep-rank-env")
+    check(
+        plan.get("command", [])[-5:] == [wrapper, "--from", "srun", "--", child]
+        and "MASTER_PORT" in plan.get("forwarded", [])
+        and "MASTER_ADDR" not in plan.get("environment", {}),
+        "dry run: lockstep-rank-env runs in front of the program; MASTER_ADDR is left to the ranks",
+    )
+
+    # torchrun's variables on two Slurm nodes: srun's task and node ids, and the step's first node as MASTER_ADDR.
+    show = (
+        'echo "torch $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE $MASTER_ADDR '
+        '$MASTER_PORT $SLURMD_NODENAME"'
+    )
+    p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--", "/bin/sh", "-c", show])
+    rows = sorted(line.split()[1:] for line in p.stdout.splitlines() if line.startswith("torch "))
+    check(
+        p.returncode == 0
+        and [row[:6] for row in rows] == [["0", "2", "0", "1", "0", "2"], ["1", "2", "0", "1", "1", "2"]],
+        f"RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE per rank ({rows})",
+    )
+    check(
+        len(rows) == 2
+        and len({tuple(row[6:8]) for row in rows}) == 1
+        and rows[0][6] == rows[0][8]
+        and rows[0][7].isdigit(),
+        "every rank has the same MASTER_ADDR (rank 0's node) and MASTER_PORT",
+    )
 
     # The user's own --mpi wins, and a wrong one is explained.
     p = run(salloc + ["-N", "2", "-n", "2", lockstep, "launch", "--mpirun-args=--mpi=pmi2", "--", child, "--allreduce"])

@@ -10,6 +10,7 @@ import os
 import pty
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -65,9 +66,16 @@ def open_mpi_pmix():
     return any(line.startswith(("mca:pmix:ext", "mca:pmix:pmix")) for line in text.splitlines())
 
 
+def rank_env_program(lockstep):
+    """lockstep-rank-env, which launch puts in front of the program: built and installed next to lockstep."""
+    return os.path.join(os.path.dirname(os.path.realpath(lockstep)), "lockstep-rank-env")
+
+
 def case_dry_run(lockstep, child, tmp, _):
     env = without_slurm(dict(os.environ, LOCKSTEP_SEED="7"))
-    hosts = os.path.abspath("hosts")
+    env = {k: v for k, v in env.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    hosts = write(os.path.join(tmp, "hosts"), "# rank 0 runs here\n\nnode7 slots=2\nnode8 slots=2\n")
+    wrapper = rank_env_program(lockstep)
     base = [
         lockstep,
         "launch",
@@ -78,7 +86,7 @@ def case_dry_run(lockstep, child, tmp, _):
         "--npernode",
         "2",
         "--hostfile",
-        "hosts",
+        hosts,
         "--debug",
         "--log-level",
         "info",
@@ -102,25 +110,65 @@ def case_dry_run(lockstep, child, tmp, _):
     plan = json.loads(p.stdout)
     cmd = plan["command"]
     check(p.returncode == 0 and plan["launcher"] == "openmpi", "openmpi dry run succeeds")
+    # torch's rendezvous: rank 0's host (the hostfile's first), and a port free here, forwarded after LOCKSTEP_*.
+    port = plan["environment"].get("MASTER_PORT", "")
+    check(port.isdigit() and 0 < int(port) < 65536, f"MASTER_PORT is a port: {port!r}")
+    rendezvous = {"MASTER_ADDR": "node7", "MASTER_PORT": port}
     head = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-    xs = [w for name in forwarded for w in ("-x", name)]
+    xs = [w for name in forwarded + ["MASTER_ADDR", "MASTER_PORT"] for w in ("-x", name)]
     check(
         cmd
         == head
         + ["-np", "4", "--hostfile", hosts, "--map-by", "ppr:2:node"]
         + xs
-        + ["--tag-output", "--bind-to", "core", child, "--debug", "x"],
+        + ["--tag-output", "--bind-to", "core", wrapper, "--from", "openmpi", "--", child, "--debug", "x"],
         f"openmpi command: {cmd}",
     )
     check(plan["pmi"] is None and plan["num_nodes"] is None, "mpirun: no PMI plugin, no node count")
-    check(plan["environment"] == expected_env, "openmpi: every LOCKSTEP_* variable with its value")
+    check(
+        plan["environment"] == dict(expected_env, **rendezvous),
+        "openmpi: every LOCKSTEP_* variable with its value, and the rendezvous",
+    )
+    check(plan["master_addr_source"] == "first host of the hostfile " + hosts, "MASTER_ADDR's source is named")
+    check(plan["forwarded"] == forwarded + ["MASTER_ADDR", "MASTER_PORT"], "MASTER_ADDR and MASTER_PORT forwarded")
 
     p = run(base + ["--launcher", "hydra", child], env)
     cmd = json.loads(p.stdout)["command"]
-    genv = [w for name in forwarded for w in ("-genv", name, expected_env[name])]
+    values = dict(expected_env, MASTER_ADDR="node7")
+    genv = [w for name in forwarded + ["MASTER_ADDR"] for w in ("-genv", name, values[name])]
     check(
-        cmd == ["mpirun", "-n", "4", "-f", hosts, "-ppn", "2"] + genv + ["--tag-output", "--bind-to", "core", child],
+        cmd[: 7 + len(genv)] == ["mpirun", "-n", "4", "-f", hosts, "-ppn", "2"] + genv
+        and cmd[7 + len(genv) : 9 + len(genv)] == ["-genv", "MASTER_PORT"]
+        and cmd[10 + len(genv) :] == ["--tag-output", "--bind-to", "core", wrapper, "--from", "hydra", "--", child],
         f"hydra command: {cmd}",
+    )
+
+    # Without a hostfile, every rank is on this node; the user's MASTER_ADDR and MASTER_PORT are kept as they are.
+    short = [lockstep, "launch", "--dry-run", "--json", "--launcher", "openmpi"]
+    plan = json.loads(run(short + [child], env).stdout)
+    check(plan["environment"]["MASTER_ADDR"] == "127.0.0.1", "one node: MASTER_ADDR is 127.0.0.1")
+    plan = json.loads(run(short + [child], dict(env, MASTER_ADDR="10.1.2.3", MASTER_PORT="4321")).stdout)
+    check(
+        plan["environment"]["MASTER_ADDR"] == "10.1.2.3"
+        and plan["environment"]["MASTER_PORT"] == "4321"
+        and plan["master_addr_source"] == "environment MASTER_ADDR"
+        and plan["forwarded"][-2:] == ["MASTER_ADDR", "MASTER_PORT"],
+        "the user's MASTER_ADDR and MASTER_PORT are kept and forwarded",
+    )
+    p = run(short + ["--hostfile", os.path.join(tmp, "absent"), child], env)
+    plan = json.loads(p.stdout)
+    check(
+        "MASTER_ADDR" not in plan["environment"] and any("MASTER_ADDR" in w for w in plan["warnings"]),
+        "a hostfile that cannot be read: no MASTER_ADDR, and a warning says to set it",
+    )
+    # --no-torch-env: the program is started as it is, with no rendezvous.
+    plan = json.loads(run(short + ["--no-torch-env", child, "a"], env).stdout)
+    check(
+        plan["command"][-2:] == [child, "a"]
+        and wrapper not in plan["command"]
+        and not any(k.startswith("MASTER_") for k in plan["environment"])
+        and plan["master_addr_source"] is None,
+        f"--no-torch-env: no wrapper, no MASTER_*: {plan['command']}",
     )
 
     slurm_env = dict(env, SLURM_JOB_ID="4242")
@@ -135,17 +183,33 @@ def case_dry_run(lockstep, child, tmp, _):
             "--ntasks=4",
             "--nodefile=" + hosts,
             "--ntasks-per-node=2",
-            "--export=ALL," + ",".join(forwarded),
+            "--export=ALL," + ",".join(forwarded + ["MASTER_ADDR", "MASTER_PORT"]),
             "--tag-output",
             "--bind-to",
             "core",
+            wrapper,
+            "--from",
+            "srun",
+            "--",
             child,
         ],
         f"srun command: {plan['command']}",
     )
+    check(plan["environment"]["MASTER_ADDR"] == "node7", "srun with a hostfile: MASTER_ADDR is its first host")
     check(plan["pmi"] == {"plugin": "pmix", "source": "environment SLURM_MPI_TYPE"}, f"SLURM_MPI_TYPE: {plan['pmi']}")
     p = run(base + ["--launcher", "openmpi", child], slurm_env)
     check(json.loads(p.stdout)["launcher"] == "openmpi", "--launcher overrides Slurm detection")
+
+    # Without a hostfile, the node list is known only on the ranks: lockstep-rank-env reads its first host there.
+    plan = json.loads(
+        run([lockstep, "launch", "--dry-run", "--json", child], dict(slurm_env, SLURM_MPI_TYPE="pmix")).stdout
+    )
+    check(
+        "MASTER_ADDR" not in plan["environment"]
+        and "MASTER_PORT" in plan["environment"]
+        and plan["command"][-5:] == [wrapper, "--from", "srun", "--", child],
+        f"srun without a hostfile: MASTER_ADDR left to each rank ({plan['master_addr_source']})",
+    )
 
     # Without a user's choice, srun gets the PMI plugin the Open MPI on PATH was built for (Debian's: PMIx) among those
     # `srun --mpi=list` offers (here a stand-in srun that answers as Slurm 22.05 does).
@@ -238,6 +302,10 @@ def case_dry_run(lockstep, child, tmp, _):
     check(
         p.returncode == 0 and "export LOCKSTEP_DEBUG_MODE=0" in p.stdout and "'a b'" in p.stdout,
         "text dry run prints exports and a shell-quoted command",
+    )
+    check(
+        "export MASTER_ADDR=127.0.0.1" in p.stdout and "# MASTER_ADDR: 127.0.0.1" in p.stdout,
+        "and the rendezvous, with where MASTER_ADDR comes from",
     )
     check("openmpi" in p.stdout.splitlines()[0], "auto detects OpenMPI from mpirun --version")
 
@@ -576,6 +644,36 @@ def case_hints(lockstep, child, tmp, _):
     check(p.returncode == 0 and len(child_lines(p.stdout)) == 2, "--oversubscribe starts 2 ranks on one slot")
     p = run([lockstep, "launch", "-n", "1", "--", child, "--exit", "4"], strict)
     check(p.returncode == 4 and "lockstep launch:" not in p.stderr, "a program's own failure gets no hint")
+
+
+def case_torchrun(lockstep, child, tmp, np):
+    """A script written for torchrun (RANK, LOCAL_RANK, ..., init_process_group("gloo") from env://) runs unchanged."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun_style.py")
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0:
+        print(f"skipped: {python} cannot import torch")
+        sys.exit(77)
+    # A clean environment: none of torchrun's variables, no LOCKSTEP_* setting, no Slurm allocation.
+    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR") or k.startswith("OMPI_")}
+    launch = [lockstep, "launch", "-n", np] + (["--oversubscribe"] if np != "2" else [])
+    p = run(launch + ["--", python, script], clean, timeout=150)
+    passed = sorted(line for line in p.stdout.splitlines() if line.startswith("PASS"))
+    check(
+        p.returncode == 0 and passed == [f"PASS rank {r} of {np} MASTER_ADDR=127.0.0.1" for r in range(int(np))],
+        f"the torchrun-style script passes on each of {np} ranks",
+    )
+    # The user's MASTER_PORT is the one the ranks get.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    p = run(launch + ["--", python, script], dict(clean, MASTER_PORT=port, EXPECT_PORT=port), timeout=150)
+    check(p.returncode == 0 and p.stdout.count("PASS") == int(np), f"with the user's MASTER_PORT {port}")
+    # --no-torch-env: the program sees none of torchrun's variables.
+    p = run(launch + ["--no-torch-env", "--", "/bin/sh", "-c", 'echo "rank=[$RANK] master=[$MASTER_ADDR]"'], clean)
+    check(
+        p.returncode == 0 and p.stdout.count("rank=[] master=[]") == int(np),
+        "--no-torch-env: no RANK, no MASTER_ADDR",
+    )
 
 
 def case_selftest(lockstep, child, tmp, np):

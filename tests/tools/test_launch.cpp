@@ -5,6 +5,12 @@
 
 #include "launch/launcher.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
 namespace ln = lockstep::launch;
 namespace ml = lockstep::mpi_launcher;
 
@@ -124,4 +130,67 @@ BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors) {
     r = request();
     r.num_processes.reset();
     BOOST_TEST(ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false).num_processes == 1);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_variables_through_lockstep_rank_env) {
+    auto r = request();
+    r.rank_env_program = "/opt/lockstep/bin/lockstep-rank-env";
+    r.master_port = 29400;
+    const std::vector<std::string> tail{
+        "/opt/lockstep/bin/lockstep-rank-env", "--from", "openmpi", "--", "./train", "--debug"};
+    // One node: rank 0 is here.
+    auto plan = ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false);
+    BOOST_TEST(plan.environment.at("MASTER_ADDR") == "127.0.0.1");
+    BOOST_TEST(plan.environment.at("MASTER_PORT") == "29400");
+    BOOST_TEST(plan.set_variables.at("MASTER_PORT") == "29400");
+    BOOST_TEST(std::vector<std::string>(plan.command.end() - 10, plan.command.end() - 6) ==
+                   (std::vector<std::string>{"-x", "MASTER_ADDR", "-x", "MASTER_PORT"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(std::vector<std::string>(plan.command.end() - 6, plan.command.end()) == tail,
+               boost::test_tools::per_element());
+    // The user's rendezvous is kept, and forwarded.
+    auto env = base_env;
+    env["MASTER_ADDR"] = "head";
+    env["MASTER_PORT"] = "1234";
+    plan = ln::plan_launch(r, ml::Launcher::Hydra, env, false);
+    BOOST_TEST(plan.environment.at("MASTER_ADDR") == "head");
+    BOOST_TEST(plan.environment.at("MASTER_PORT") == "1234");
+    BOOST_TEST(plan.master_addr_source == "environment MASTER_ADDR");
+    const auto at = std::find(plan.command.begin(), plan.command.end(), "MASTER_ADDR");
+    BOOST_REQUIRE(at != plan.command.end());
+    BOOST_TEST(std::vector<std::string>(at - 1, at + 5) ==
+                   (std::vector<std::string>{"-genv", "MASTER_ADDR", "head", "-genv", "MASTER_PORT", "1234"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(plan.command.at(plan.command.size() - 4) == "hydra");
+    // srun in an allocation: the node list is read on each rank, so MASTER_ADDR is left to lockstep-rank-env.
+    env = base_env;
+    env["SLURM_JOB_ID"] = "7";
+    plan = ln::plan_launch(r, ml::Launcher::Srun, env, false);
+    BOOST_TEST(!plan.environment.contains("MASTER_ADDR"));
+    BOOST_TEST(plan.command.at(2) ==
+               "--export=ALL,LOCKSTEP_CONFIG_FILE,LOCKSTEP_DEBUG_MODE,LOCKSTEP_LAUNCHER_FLAGS,LOCKSTEP_SEED,"
+               "LOCKSTEP_TIMEOUT,MASTER_PORT");
+    BOOST_TEST(plan.command.at(plan.command.size() - 4) == "srun");
+    // Without it, the program comes right after the launcher's own words.
+    r.rank_env_program.reset();
+    plan = ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false);
+    BOOST_TEST(!plan.environment.contains("MASTER_ADDR"));
+    BOOST_TEST(plan.master_addr_source.empty());
+    BOOST_TEST(plan.command.at(plan.command.size() - 3) == "LOCKSTEP_TIMEOUT");
+}
+
+BOOST_AUTO_TEST_CASE(first_host_of_a_hostfile) {
+    const auto dir = std::filesystem::temp_directory_path();
+    auto first = [&](const std::string& text) {
+        const auto path = (dir / ("lockstep-hostfile-" + std::to_string(::getpid()))).string();
+        std::ofstream(path) << text;
+        auto host = ln::first_hostfile_host(path);
+        std::filesystem::remove(path);
+        return host;
+    };
+    BOOST_TEST(first("# comment\n\n  node7 slots=2 # rank 0\nnode8\n").value() == "node7");
+    BOOST_TEST(first("node3:4\nnode4:4\n").value() == "node3");  // Hydra's host:count
+    BOOST_TEST(first("fe80::1 slots=1\n").value() == "fe80::1");
+    BOOST_TEST(!first("# nothing\n\n").has_value());
+    BOOST_TEST(!ln::first_hostfile_host("/nonexistent/hostfile").has_value());
 }

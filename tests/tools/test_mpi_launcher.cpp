@@ -403,6 +403,8 @@ BOOST_AUTO_TEST_CASE(recognises_the_launchers_texts) {
                                          "access\nor execute an executable:\n") == LaunchFailure::ProgramNotFound));
     BOOST_TEST((recognise_launch_failure("slurmstepd-n1: error: execve(): ./x: No such file or directory\n") ==
                 LaunchFailure::ProgramNotFound));
+    BOOST_TEST((recognise_launch_failure("lockstep-rank-env: cannot execute './x': No such file or directory\n") ==
+                LaunchFailure::ProgramNotFound));
     // A program's own failure is none of these, nor is a PMIx word outside MPI_Init.
     BOOST_TEST((recognise_launch_failure("Traceback: ValueError\n") == LaunchFailure::None));
     BOOST_TEST((recognise_launch_failure("PMIX_RANK=3\n") == LaunchFailure::None));

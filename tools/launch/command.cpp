@@ -9,7 +9,10 @@
 #include "mpi_launcher/launcher_command.hpp"
 #include "mpi_launcher/pmi.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -41,6 +44,7 @@ struct CommandLine {
     std::optional<std::string> launcher_path;
     bool dry_run = false;
     bool json = false;
+    bool no_torch_env = false;
 };
 
 struct Detection {
@@ -133,6 +137,39 @@ std::optional<std::pair<int, std::string>> check_program(const std::string& prog
     return std::nullopt;
 }
 
+// lockstep-rank-env, installed next to this program (and built next to it).
+std::string rank_env_program() {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw ln::LaunchError(fmt::format("cannot find this program's own path: {}", ec.message()));
+    const auto wrapper = self.parent_path() / "lockstep-rank-env";
+    if (::access(wrapper.c_str(), X_OK) != 0) {
+        throw ln::LaunchError(
+            fmt::format("'{}' is missing or not executable: it gives every rank torchrun's variables and is "
+                        "installed next to lockstep; reinstall lockstep, or launch without them (--no-torch-env)",
+                        wrapper.string()));
+    }
+    return wrapper.string();
+}
+
+// A TCP port free on this machine now, for torch's rendezvous: the one the kernel gives a socket bound to port 0.
+std::optional<int> free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::nullopt;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof address;
+    std::optional<int> port;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+        port = ntohs(address.sin_port);
+    }
+    ::close(fd);
+    return port;
+}
+
 // One line after a failed job that says what the launcher's own text does not: which flag fixes it.
 void print_failure_hint(const ln::Plan& plan, const ml::ForegroundResult& result, const std::string& program) {
     auto failure = ml::recognise_launch_failure(result.stderr_head);
@@ -200,6 +237,7 @@ void print_plan_text(const ln::Plan& plan, const Detection& detection) {
         fmt::print("# pmi: {} ({})\n", plan.pmi_plugin.value_or("none passed"), plan.pmi_source);
     }
     fmt::print("# config file: {}\n", plan.config_file.value_or("none"));
+    if (!plan.master_addr_source.empty()) fmt::print("# MASTER_ADDR: {}\n", plan.master_addr_source);
     for (const auto& [name, value] : plan.set_variables) fmt::print("export {}={}\n", name, ln::shell_quote(value));
     std::string line;
     for (const auto& word : plan.command) line += (line.empty() ? "" : " ") + ln::shell_quote(word);
@@ -221,6 +259,8 @@ void print_plan_json(const ln::Plan& plan, const Detection& detection) {
         j["pmi"] = nullptr;
     }
     j["config_file"] = plan.config_file ? nlohmann::json(*plan.config_file) : nlohmann::json(nullptr);
+    j["master_addr_source"] =
+        plan.master_addr_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.master_addr_source);
     j["environment"] = plan.set_variables;
     j["forwarded"] = plan.forwarded;
     j["command"] = plan.command;
@@ -248,6 +288,10 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
         request.mpirun_args = ln::split_shell_words(cl.mpirun_args, "--mpirun-args");
         request.launcher_path = cl.launcher_path;
         request.program = program;
+        if (!cl.no_torch_env) {
+            request.rank_env_program = rank_env_program();
+            request.master_port = free_port();
+        }
 
         const ln::Environment env = ln::current_environment();
         // A usage problem in the flags is reported before the MPI installation is asked anything.
@@ -346,6 +390,10 @@ Subcommand add_launch_command(CLI::App& parent) {
         "gets\n"
         "the PMI plugin the MPI on PATH was built for (ompi_info, srun --mpi=list) unless --mpirun-args has --mpi or\n"
         "SLURM_MPI_TYPE is set.\n"
+        "Every rank gets torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+        "GROUP_WORLD_SIZE, ROLE_*, MASTER_ADDR, MASTER_PORT) from lockstep-rank-env, which runs in front of PROGRAM,\n"
+        "so that a script written for torchrun runs unchanged; MASTER_ADDR and MASTER_PORT set by the user are kept.\n"
+        "MASTER_ADDR is 127.0.0.1 on one node, else the hostfile's first host or the Slurm node list's first host.\n"
         "Exit status: the program's (128+N when signal N ended it; 124 when lockstep's watchdog ended a hung job, "
         "even\n"
         "where the launcher exits 0); 127 when PROGRAM is not found, 126 when it is not executable; 1 when the "
@@ -377,6 +425,8 @@ Subcommand add_launch_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--mpirun", cl->launcher_path, "The mpirun or srun program to run (default: found on PATH)")
         ->option_text("PATH");
+    app->add_flag("--no-torch-env", cl->no_torch_env,
+                  "Start the program as it is, without torchrun's variables (RANK, LOCAL_RANK, MASTER_ADDR, ...)");
     app->add_flag("--dry-run", cl->dry_run, "Print the exact command and the variables it gets; run nothing");
     app->add_flag("--json", cl->json, "With --dry-run: print the plan as JSON");
     auto program = std::make_shared<std::vector<std::string>>();

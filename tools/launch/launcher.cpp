@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -127,7 +128,65 @@ std::optional<std::string> allocation(const Environment& environment) {
     return job->second;
 }
 
+// torch's rendezvous (MASTER_ADDR, MASTER_PORT): the user's when set, else chosen here and forwarded to every rank.
+// Rank 0 runs on the first host of the hostfile (mpirun and srun place ranks in order), on this node without one; in
+// Slurm the node list is known only on the ranks, where lockstep-rank-env reads it.
+void plan_rendezvous(const Request& request, mpi_launcher::Launcher launcher, Plan& plan) {
+    auto set = [&](const char* name, const std::string& value) {
+        plan.environment[name] = value;
+        plan.set_variables[name] = value;
+    };
+    const auto user_address = plan.environment.find("MASTER_ADDR");
+    if (user_address != plan.environment.end() && !user_address->second.empty()) {
+        plan.master_addr_source = "environment MASTER_ADDR";
+        plan.set_variables["MASTER_ADDR"] = user_address->second;
+    } else if (request.hostfile) {
+        if (const auto host = first_hostfile_host(*request.hostfile)) {
+            set("MASTER_ADDR", *host);
+            plan.master_addr_source = "first host of the hostfile " + *request.hostfile;
+        } else {
+            plan.master_addr_source = "none: the hostfile names no host";
+            plan.warnings.push_back(
+                fmt::format("cannot read a first host from the hostfile {} for MASTER_ADDR; set "
+                            "MASTER_ADDR to rank 0's host",
+                            *request.hostfile));
+        }
+    } else if (launcher == mpi_launcher::Launcher::Srun || allocation(plan.environment)) {
+        plan.master_addr_source = "first host of the Slurm node list, read on each rank";
+    } else {
+        set("MASTER_ADDR", "127.0.0.1");
+        plan.master_addr_source = "127.0.0.1: every rank on this node";
+    }
+    const auto user_port = plan.environment.find("MASTER_PORT");
+    if (user_port != plan.environment.end() && !user_port->second.empty()) {
+        plan.set_variables["MASTER_PORT"] = user_port->second;
+    } else if (request.master_port) {
+        set("MASTER_PORT", std::to_string(*request.master_port));
+    }
+    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"}) {
+        if (plan.set_variables.contains(name)) plan.forwarded.emplace_back(name);
+    }
+}
+
 }  // namespace
+
+std::optional<std::string> first_hostfile_host(const std::string& path) {
+    std::ifstream file(path);
+    std::string line;
+    while (std::getline(file, line)) {
+        line = line.substr(0, line.find('#'));
+        const std::size_t start = line.find_first_not_of(" \t\r");
+        if (start == std::string::npos) continue;
+        std::string host = line.substr(start, line.find_first_of(" \t\r", start) - start);
+        // Hydra's "host:N"; an IPv6 address has more than one colon and stays whole.
+        if (const std::size_t colon = host.find(':');
+            colon != std::string::npos && host.find(':', colon + 1) == std::string::npos) {
+            host.resize(colon);
+        }
+        if (!host.empty()) return host;
+    }
+    return std::nullopt;
+}
 
 std::optional<std::pair<std::string, std::string>> user_pmi_choice(const std::vector<std::string>& launcher_arguments,
                                                                    const Environment& environment) {
@@ -245,6 +304,7 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
         plan.forwarded.push_back(name);
         plan.set_variables[name] = value;
     }
+    if (request.rank_env_program) plan_rendezvous(request, launcher, plan);
 
     // The Open MPI and Hydra launchers are found on PATH as "mpirun"; Slurm's as "srun".
     mpi_launcher::LauncherCommand command(
@@ -261,6 +321,9 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
     // Open MPI and srun forward the value the launcher itself was started with, which is the one set above.
     command.forward(forwarded);
     command.arguments(request.mpirun_args);
+    if (request.rank_env_program) {
+        command.arguments({*request.rank_env_program, "--from", std::string(mpi_launcher::to_string(launcher)), "--"});
+    }
     command.arguments(request.program);
     plan.command = command.argv();
     return plan;

@@ -50,6 +50,11 @@ struct Request {
     // srun only: the PMI plugin chosen for the MPI library (pmi.hpp), used unless the user chose one (--mpi among
     // mpirun_args, or SLURM_MPI_TYPE). nullopt: not asked.
     std::optional<mpi_launcher::PmiChoice> pmi;
+    // torchrun's variables on every rank: the absolute path of lockstep-rank-env, which the launcher starts in front
+    // of the program (rank_env/rank_env.hpp); nullopt: the program is started as it is.
+    std::optional<std::string> rank_env_program;
+    // The rendezvous port the ranks get as MASTER_PORT unless MASTER_PORT is set: one free on this machine.
+    std::optional<int> master_port;
 };
 
 using Environment = std::map<std::string, std::string>;
@@ -74,11 +79,21 @@ struct Plan {
     std::optional<std::string> pmi_plugin;
     std::string pmi_source;
     std::optional<std::string> config_file;
-    std::vector<std::string> warnings;  // from the config file (unknown keys)
+    std::vector<std::string> warnings;  // from the config file (unknown keys), or a hostfile that cannot be read
+    // With torchrun's variables: where MASTER_ADDR comes from ("environment", "127.0.0.1: one node", "first host of
+    // the hostfile H", "first host of the Slurm node list, on each rank"); empty without them.
+    std::string master_addr_source;
 };
+
+// The first host a hostfile names (Open MPI's "host slots=N", Hydra's "host:N", comments and blank lines skipped);
+// nullopt when the file cannot be read or names none.
+[[nodiscard]] std::optional<std::string> first_hostfile_host(const std::string& path);
 
 // Builds the plan. `as_root` adds what OpenMPI needs to run as root. Throws UsageError for bad values (a flag's value
 // checked by the library's own rules, or a malformed config file, with its file:line:column).
+// With request.rank_env_program, MASTER_ADDR and MASTER_PORT are set (unless set already) and forwarded: MASTER_ADDR is
+// 127.0.0.1 for a job on this node, the hostfile's first host, or left to lockstep-rank-env (the first host of the
+// Slurm node list) under srun or inside a Slurm allocation.
 // Without -n, the process count is, in this order: SLURM_NTASKS inside a Slurm allocation (SLURM_JOB_ID set), the
 // config file's num_processes, one per node of the allocation (SLURM_JOB_NUM_NODES), 1.
 [[nodiscard]] Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,

@@ -19,7 +19,7 @@ enum class LaunchFailure {
     // A rank failed while its MPI library connected to the PMI/PMIx server (a plugin of the wrong version, a server
     // that is not reachable).
     PmiInit,
-    // The launcher could not execute the program on some node.
+    // The launcher (or lockstep-rank-env in front of the program) could not execute the program on some node.
     ProgramNotFound,
 };
 
@@ -47,8 +47,8 @@ inline bool contains_any(std::string_view text, std::initializer_list<std::strin
                                                "ext3x_client", "ext2x_client", "ext4x_client", "pmix_init"})) {
         return LaunchFailure::PmiInit;
     }
-    if (detail::contains_any(
-            text, {"could not access\nor execute an executable", "could not access or execute", "execve(): "})) {
+    if (detail::contains_any(text, {"could not access\nor execute an executable", "could not access or execute",
+                                    "execve(): ", "lockstep-rank-env: cannot execute"})) {
         return LaunchFailure::ProgramNotFound;
     }
     return LaunchFailure::None;

@@ -108,7 +108,15 @@ class Communicator:
     ) -> Request: ...
     @overload
     def allreduce(
-        self, x: _T, op: str = "sum", out: None = None, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False
+        self,
+        x: _T,
+        op: str = "sum",
+        out: None = None,
+        *,
+        tag: _Tag = None,
+        stream: _S = None,
+        async_op: _Sync = False,
+        factor: Optional[float] = None,
     ) -> _T: ...
     @overload
     def allreduce(
@@ -120,10 +128,19 @@ class Communicator:
         tag: _Tag = None,
         stream: _S = None,
         async_op: _Sync = False,
+        factor: Optional[float] = None,
     ) -> Any: ...
     @overload
     def allreduce(
-        self, x: _Array, op: str = "sum", out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
+        self,
+        x: _Array,
+        op: str = "sum",
+        out: _Out = None,
+        *,
+        tag: _Tag = None,
+        stream: _S = None,
+        async_op: _Async,
+        factor: Optional[float] = None,
     ) -> Request: ...
     @overload
     def reduce(
@@ -136,6 +153,7 @@ class Communicator:
         tag: _Tag = None,
         stream: _S = None,
         async_op: _Sync = False,
+        factor: Optional[float] = None,
     ) -> Any: ...
     @overload
     def reduce(
@@ -148,6 +166,7 @@ class Communicator:
         tag: _Tag = None,
         stream: _S = None,
         async_op: _Async,
+        factor: Optional[float] = None,
     ) -> Request: ...
     @overload
     def allgather(
@@ -190,10 +209,19 @@ class Communicator:
         tag: _Tag = None,
         stream: _S = None,
         async_op: _Sync = False,
+        factor: Optional[float] = None,
     ) -> Any: ...
     @overload
     def reduce_scatter(
-        self, x: _Array, out: _Out = None, op: str = "sum", *, tag: _Tag = None, stream: _S = None, async_op: _Async
+        self,
+        x: _Array,
+        out: _Out = None,
+        op: str = "sum",
+        *,
+        tag: _Tag = None,
+        stream: _S = None,
+        async_op: _Async,
+        factor: Optional[float] = None,
     ) -> Request: ...
     @overload
     def alltoall(
@@ -202,6 +230,30 @@ class Communicator:
     @overload
     def alltoall(
         self, x: _Array, out: _Out = None, *, tag: _Tag = None, stream: _S = None, async_op: _Async
+    ) -> Request: ...
+    @overload
+    def alltoallv(
+        self,
+        x: _Array,
+        send_counts: Sequence[int],
+        recv_counts: Sequence[int],
+        out: _Out = None,
+        *,
+        tag: _Tag = None,
+        stream: _S = None,
+        async_op: _Sync = False,
+    ) -> Any: ...
+    @overload
+    def alltoallv(
+        self,
+        x: _Array,
+        send_counts: Sequence[int],
+        recv_counts: Sequence[int],
+        out: _Out = None,
+        *,
+        tag: _Tag = None,
+        stream: _S = None,
+        async_op: _Async,
     ) -> Request: ...
     @overload
     def gather_uneven(self, x: _Array, *, tag: _Tag = None, stream: _S = None, async_op: _Sync = False) -> Tensor: ...

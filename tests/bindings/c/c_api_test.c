@@ -307,6 +307,48 @@ static void test_double_free(lockstep_comm_t world) {
     OK(lockstep_comm_free(NULL));
 }
 
+/* premul_sum's factor from the call options (1 from LOCKSTEP_CALL_OPTIONS_INIT and from an older, shorter struct);
+ * band refused on float; alltoallv with uneven counts and empty blocks (rank r sends (r + j) % 2 rows of one float to
+ * rank j, each worth 100 r + j). */
+static void test_new_ops(lockstep_comm_t world, int rank, int size) {
+    float one = 1.0f, rows[8], expected[8];
+    int64_t send[8], recv[8], sent = 0, received = 0;
+    int j, k;
+    lockstep_tensor_t in = tensor_f32(&one, 1), out = tensor_f32(NULL, 1), x, y;
+    lockstep_call_options_t call = LOCKSTEP_CALL_OPTIONS_INIT;
+    struct old_call_options old;
+    OK(lockstep_allreduce(world, in, out, LOCKSTEP_PREMUL_SUM, &call));
+    CHECK(data_f32(out)[0] == (float)size);
+    call.premul_factor = rank + 1.0;
+    OK(lockstep_allreduce(world, in, out, LOCKSTEP_PREMUL_SUM, &call));
+    CHECK(data_f32(out)[0] == (float)(size * (size + 1) / 2));
+    CHECK(data_f32(in)[0] == 1.0f); /* out of place: the input is not multiplied */
+    OK(lockstep_allreduce(world, in, in, LOCKSTEP_PREMUL_SUM, &call));
+    CHECK(data_f32(in)[0] == (float)(size * (size + 1) / 2)); /* in place: the premultiplied sum */
+    memset(&old, 0, sizeof old);
+    old.struct_size = sizeof old;
+    OK(lockstep_allreduce(world, out, out, LOCKSTEP_PREMUL_SUM, (const lockstep_call_options_t*)&old));
+    CHECK(data_f32(out)[0] == (float)(size * size * (size + 1) / 2));
+    CHECK_STATUS(lockstep_allreduce(world, in, out, LOCKSTEP_BAND, NULL), LOCKSTEP_ERROR_DTYPE);
+    CHECK(strstr(lockstep_last_error(), "band") != NULL);
+
+    for (j = 0; j < size; ++j) {
+        send[j] = (rank + j) % 2;
+        recv[j] = (j + rank) % 2;
+        for (k = 0; k < send[j]; ++k) rows[sent++] = (float)(100 * rank + j);
+        for (k = 0; k < recv[j]; ++k) expected[received++] = (float)(100 * j + rank);
+    }
+    x = tensor_f32(rows, sent);
+    y = tensor_f32(NULL, received);
+    OK(lockstep_alltoallv(world, x, send, y, recv, NULL));
+    for (k = 0; k < received; ++k) CHECK(data_f32(y)[k] == expected[k]);
+    CHECK_STATUS(lockstep_alltoallv(world, x, NULL, y, recv, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    lockstep_tensor_release(x);
+    lockstep_tensor_release(y);
+    lockstep_tensor_release(in);
+    lockstep_tensor_release(out);
+}
+
 static void test_collectives(lockstep_comm_t world, int rank, int size) {
     float mine[2];
     int i;
@@ -616,6 +658,7 @@ int main(void) {
     test_debug_mismatch(world, rank, size);
     test_double_free(world);
     test_collectives(world, rank, size);
+    test_new_ops(world, rank, size);
     test_point_to_point_mpi_error(world, rank);
     test_agreements(world, rank);
     test_dlpack(world, size);

@@ -50,6 +50,18 @@ BOOST_AUTO_TEST_CASE(the_frozen_values_name_their_operations) {
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_BARRIER), "barrier") == 0);
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_REDUCE_SCATTER), "reduce_scatter") == 0);
     BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_GATHER_UNEVEN), "gather_uneven") == 0);
+    BOOST_TEST(std::strcmp(lockstep_collective_name(LOCKSTEP_COLLECTIVE_ALLTOALLV), "alltoallv") == 0);
+    // Reduce ops appended after the first five: their names, as the Python package spells them.
+    BOOST_TEST(std::strcmp(lockstep_reduce_op_name(LOCKSTEP_MEAN), "mean") == 0);
+    BOOST_TEST(std::strcmp(lockstep_reduce_op_name(LOCKSTEP_BAND), "band") == 0);
+    BOOST_TEST(std::strcmp(lockstep_reduce_op_name(LOCKSTEP_BOR), "bor") == 0);
+    BOOST_TEST(std::strcmp(lockstep_reduce_op_name(LOCKSTEP_BXOR), "bxor") == 0);
+    BOOST_TEST(std::strcmp(lockstep_reduce_op_name(LOCKSTEP_PREMUL_SUM), "premul_sum") == 0);
+    BOOST_TEST(std::strcmp(lockstep_dtype_name(LOCKSTEP_INT16), "int16") == 0);
+    BOOST_TEST(std::strcmp(lockstep_dtype_name(LOCKSTEP_COMPLEX128), "complex128") == 0);
+    BOOST_TEST(lockstep_dtype_size(LOCKSTEP_COMPLEX64) == 8u);
+    BOOST_TEST(lockstep_dtype_size(LOCKSTEP_UINT64) == 8u);
+    BOOST_TEST(lockstep_dtype_size(LOCKSTEP_COMPLEX128 + 1) == 0u);
     // The funnel refuses root -1 for exactly these (a send's or recv's peer is not a root), and the C interface
     // passes a reduce op for exactly these.
     for (std::size_t i = 0; i < operation_count; ++i) {

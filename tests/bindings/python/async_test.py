@@ -318,7 +318,7 @@ def check_conversion_rejected(comm, r, n):
     # message that rank 1 sends before issuing its side of the collective.
     big = np.zeros(LARGE // 8) if r == 0 else np.full(LARGE // 8, 2.0)
     if r == 0:
-        request = comm.gather(np.ones(2, dtype=np.int16), root=0, async_op=True)  # int16: no lockstep dtype
+        request = comm.gather(np.ones(2, dtype=np.longdouble), root=0, async_op=True)  # no lockstep dtype
         comm.recv(big, 1, tag=61)
     else:
         comm.send(big, 0, tag=61)

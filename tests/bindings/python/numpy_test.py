@@ -264,7 +264,7 @@ def check_errors(comm, r, n):
     # Local argument errors: no communication, raised on every rank alike.
     error = expect_raises(lockstep.InvalidArgumentError, comm.allreduce, np.ones(2), op="median")
     assert isinstance(error, ValueError) and "median" in str(error)
-    error = expect_raises(lockstep.DTypeError, lockstep.as_tensor, np.ones(2, dtype=np.int16))
+    error = expect_raises(lockstep.DTypeError, lockstep.as_tensor, np.ones(2, dtype=np.longdouble))
     assert error.status == 3
     # A debug-mode shape mismatch: SignatureMismatchError on every rank, with this file's line of the call.
     comm.debug = True
@@ -484,13 +484,13 @@ def check_point_to_point_tags(comm, r, n):
 
 
 def check_conversion_rejected(comm, r, n):
-    # Debug mode on: arguments only the last rank cannot convert (an int16 array, a strided view, a bad op name)
+    # Debug mode on: arguments only the last rank cannot convert (a long double array, a strided view, a bad op name)
     # join the collective as rejected, so no rank waits: every rank raises the same CallRejectedError naming it.
     comm.debug = True
     last = n - 1
     good = np.ones(4, dtype=np.float32)
     cases = [
-        (np.ones(4, dtype=np.int16), "sum", "format 'h'"),  # int16: no lockstep dtype
+        (np.ones(4, dtype=np.longdouble), "sum", "format 'g'"),  # long double: no lockstep dtype
         (np.ones(8, dtype=np.float32)[::2], "sum", "contiguous"),  # numpy refuses a C-contiguous buffer
         (good, "bogus", "bogus"),  # an op name lockstep lacks
     ]

@@ -2,6 +2,7 @@
 """Runs a Python test program under mpirun and checks how the job ended.
 
 Usage: run_job.py MPIRUN NP PROGRAM [ARGS...]
+(MPIRUN may be a launcher with its words, split as a shell would: "/path/lockstep launch")
 
 Runs `MPIRUN -n NP --oversubscribe PYTHON PROGRAM ARGS` with this interpreter (the one meson found, Debian's
 /usr/bin/python3 with numpy and mpi4py) and passes when, within the time limit:
@@ -13,6 +14,7 @@ exits 0; the job is then reported as skipped (exit 77, meson's code for it).
 """
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,7 +33,7 @@ FINALIZE_ERRORS = [
 
 def main() -> int:
     mpirun, np, program, args = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-    command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, program] + args
+    command = shlex.split(mpirun) + ["-n", str(np), "--oversubscribe", sys.executable, program] + args
     print("$ " + " ".join(command), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(

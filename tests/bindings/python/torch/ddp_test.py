@@ -4,8 +4,12 @@ steps of the same small model from the same start on the same data give identica
 
 DDP reaches the process group from C++ (its Reducer's allreduce, _broadcast_coalesced for parameters and buffers,
 _verify_params_across_processes' allgather) and, with a Python communication hook, through Work.get_future(); both
-ways run here: the default hook, and find_unused_parameters with torch's allreduce_hook. Every rank starts from other
-parameters and another buffer, so the results are equal only if rank 0's state reached everyone.
+ways run here: the default hook, and find_unused_parameters with torch's allreduce_hook; then torch's fp16 compression
+hook and a hook of this file's own (an allreduce whose future is chained with .then()), equal to gloo's within 1e-6.
+Every rank starts from other parameters and another buffer, so the results are equal only if rank 0's state reached
+everyone. Last, DDP's allreduce is pending work: a hook on rank 0 sees its bucket's future not done while the other
+ranks provably have not started their backward (they wait for rank 0's go-ahead over gloo), so backward goes on
+while the bucket's allreduce runs.
 
 Equal bits need sums that do not depend on the order the backends add in: float addition of two terms is commutative,
 of three it is not associative. So ranks 0 and 1 train on data, and every further rank contributes a zero loss (its
@@ -69,17 +73,25 @@ def state(module):
     return [t.detach().clone() for t in list(module.parameters()) + list(module.buffers())]
 
 
-def compare(variant, r, n, gloo, ddp_args, hook):
+def mean_hook(state, bucket):
+    """A user's hook: the bucket's allreduce on the hook's group, then the mean, chained on the future."""
+    group, size = state
+    future = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return future.then(lambda done: done.value()[0] / size)
+
+
+def compare(variant, r, n, gloo, ddp_args, hook, tolerance=0.0):
     ours = DistributedDataParallel(Net(r, variant == "unused"), **ddp_args)
     oracle = DistributedDataParallel(Net(r, variant == "unused"), process_group=gloo, **ddp_args)
     if hook is not None:
-        ours.register_comm_hook(None, hook)
-        oracle.register_comm_hook(gloo, hook)
+        ours.register_comm_hook((dist.group.WORLD, n) if hook is mean_hook else None, hook)
+        oracle.register_comm_hook((gloo, n) if hook is mean_hook else gloo, hook)
     initial = state(Net(0, variant == "unused"))
     ours_state, oracle_state = state(train(ours, r)), state(train(oracle, r))
     names = [name for name, _ in ours.module.named_parameters()] + [name for name, _ in ours.module.named_buffers()]
     for name, a, b in zip(names, ours_state, oracle_state):
-        assert torch.equal(a, b), f"{variant}: {name} after {STEPS} steps: lockstep {a} != gloo {b}"
+        same = torch.equal(a, b) if tolerance == 0 else torch.allclose(a, b, rtol=0, atol=tolerance)
+        assert same, f"{variant}: {name} after {STEPS} steps: lockstep {a} != gloo {b}"
     # The model learnt (parameters left rank 0's start) and the buffer is rank 0's.
     assert any(not torch.equal(a, b) for a, b in zip(ours_state[:-1], initial[:-1])), f"{variant}: nothing changed"
     assert ours_state[-1].item() == 2.0, f"{variant}: the buffer is {ours_state[-1].item()}, not rank 0's 2.0"
@@ -90,12 +102,35 @@ def compare(variant, r, n, gloo, ddp_args, hook):
     assert all(torch.equal(flat, other) for other in everyone), f"{variant}: ranks hold different parameters"
 
 
+def check_overlap(r, n, gloo):
+    seen = []
+
+    def hook(state, bucket):
+        future = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+        if r == 0 and not seen:
+            seen.append(future.done())
+            dist.broadcast(torch.zeros(1), 0, group=gloo)  # the go-ahead: only now may the others start backward
+        return future.then(lambda done: done.value()[0] / n)
+
+    model = DistributedDataParallel(Net(r, False))
+    model.register_comm_hook(None, hook)
+    x, target = batch(r, 0)
+    loss = ((model(x) - target) ** 2).sum()
+    if r != 0:
+        dist.broadcast(torch.zeros(1), 0, group=gloo)
+    loss.backward()
+    assert r != 0 or seen == [False], f"rank 0's first bucket future was done before the others joined: {seen}"
+
+
 def main():
     lockstep.torch.init_process_group()
     r, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     compare("default", r, n, gloo, {}, None)
     compare("unused", r, n, gloo, {"find_unused_parameters": True}, default_hooks.allreduce_hook)
+    compare("fp16", r, n, gloo, {}, default_hooks.fp16_compress_hook, 1e-6)
+    compare("user hook", r, n, gloo, {}, mean_hook, 1e-6)
+    check_overlap(r, n, gloo)
     dist.barrier(group=gloo)
     dist.destroy_process_group()
     return r, n

@@ -1,7 +1,7 @@
 """Debug mode through the backend "lockstep", under mpirun (2 and 3 ranks): torch.distributed.all_reduce of a [3] tensor
 on rank 0 and of a [4] tensor on the others raises lockstep.SignatureMismatchError on every rank, with the same text
 everywhere, naming each rank's shape and its line in this file (lockstep skips its own frames and torch.distributed's).
-Then arguments that the backend itself refuses on the last rank only (a dtype lockstep lacks, an op it lacks, a list of
+Then arguments that the backend itself refuses on the last rank only (a sparse tensor, an op the dtype lacks, a list of
 the wrong length, outputs of the wrong shape): every rank raises the same lockstep.CallRejectedError naming that rank
 and the reason, at once, instead of waiting for the watchdog.
 
@@ -27,11 +27,12 @@ THIS_FILE = os.path.basename(__file__)
 def check_refused_on_one_rank(r, n, gloo):
     last = r == n - 1
     cases = [
-        ("int16", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16 if last else torch.int32))),
+        ("sparse_coo", lambda: dist.all_reduce(torch.eye(3).to_sparse() if last else torch.eye(3))),
         (
-            "BAND",
+            "AVG",
             lambda: dist.all_reduce(
-                torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BAND if last else dist.ReduceOp.SUM
+                torch.ones(3, dtype=torch.bool if last else torch.float32),
+                op=dist.ReduceOp.AVG if last else dist.ReduceOp.SUM,
             ),
         ),
         (
