@@ -10,6 +10,7 @@ BACKEND: str
 
 class ProcessGroupLockstep(ProcessGroup):
     comm: Communicator  # rank i is the group's rank i
+    blocking: bool  # True: every call waits for its operation before it returns
     def __init__(self, comm: Communicator, rank: int, size: int) -> None: ...
 
 def init_process_group(
