@@ -18,6 +18,11 @@ packages=(
   # tested under: Debian's python3 with numpy, torch 1.13 and mpi4py, bound with pybind11.
   libdlpack-dev abigail-tools
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-mpi4py
+  # pip install . of the package (meson-python, and the venv module its test installs into) and the type checker of
+  # its stubs (tests/bindings/python/install_test.py, typing_test.py).
+  python3-mesonpy python3-venv python3-pip mypy
+  # meson uses it when it is there: the pip build of install_test.py then gets the objects the build tree compiled.
+  ccache
 )
 
 missing=()

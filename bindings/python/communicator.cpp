@@ -268,9 +268,10 @@ void bind_communicator(py::module_& m) {
             py::arg("comm"), py::kw_only(), py::arg("debug") = py::none(), py::arg("timeout") = py::none(),
             py::arg("shared_memory") = py::none(), py::arg("on_timeout") = py::none(),
             "A communicator over a duplicate of an mpi4py communicator (collective over it).")
-        .def_property_readonly("rank", &Communicator::rank)
-        .def_property_readonly("size", &Communicator::size)
-        .def_property_readonly("freed", &Communicator::freed)
+        .def_property_readonly("rank", &Communicator::rank, "This process's rank in the communicator.")
+        .def_property_readonly("size", &Communicator::size, "The number of processes in the communicator.")
+        .def_property_readonly("freed", &Communicator::freed,
+                               "True once free() released the communicator or lockstep finalised.")
         .def_property(
             "debug",
             [](const Communicator& c) {
@@ -281,19 +282,27 @@ void bind_communicator(py::module_& m) {
             [](Communicator& c, py::object on) {
                 const bool value = to_bool(on, {"Communicator.debug", "the value"});
                 check(lockstep_comm_set_debug(c.handle(), value ? 1 : 0));
-            })
-        .def_property_readonly("timeout",
-                               [](const Communicator& c) {
-                                   double seconds = 0;
-                                   check(lockstep_comm_get_timeout(c.handle(), &seconds));
-                                   return seconds;
-                               })
-        .def_property_readonly("fortran_handle",
-                               [](const Communicator& c) {
-                                   int64_t handle = 0;
-                                   check(lockstep_comm_fortran_handle(c.handle(), &handle));
-                                   return handle;
-                               })
+            },
+            "Debug mode on this communicator (bool, settable; set the same value on every rank): each collective first "
+            "checks that every rank makes the same call and raises the same SignatureMismatchError on every rank "
+            "otherwise. Raises TypeError for a value that is not a bool.")
+        .def_property_readonly(
+            "timeout",
+            [](const Communicator& c) {
+                double seconds = 0;
+                check(lockstep_comm_get_timeout(c.handle(), &seconds));
+                return seconds;
+            },
+            "The watchdog's limit for one operation on this communicator, in seconds.")
+        .def_property_readonly(
+            "fortran_handle",
+            [](const Communicator& c) {
+                int64_t handle = 0;
+                check(lockstep_comm_fortran_handle(c.handle(), &handle));
+                return handle;
+            },
+            "The MPI communicator's Fortran handle (MPI_Comm_c2f), for mpi4py's MPI.Comm.f2py or "
+            "Fortran code.")
         .def_property_readonly("_handle", [](const Communicator& c) { return reinterpret_cast<uintptr_t>(c.handle()); })
         .def(
             "set_step",
@@ -301,19 +310,28 @@ void bind_communicator(py::module_& m) {
                 const auto value = to_integer<uint64_t>(step, {"Communicator.set_step", "step"});
                 check(lockstep_comm_set_step(c.handle(), value));
             },
-            py::arg("step"))
-        .def_property_readonly("on_timeout",
-                               [](const Communicator& c) {
-                                   int32_t mode = 0;
-                                   check(lockstep_comm_get_on_timeout(c.handle(), &mode, nullptr));
-                                   return std::string(mode == LOCKSTEP_ON_TIMEOUT_RAISE ? "raise" : "end");
-                               })
-        .def_property_readonly("timed_out",
-                               [](const Communicator& c) {
-                                   int32_t timed_out = 0;
-                                   check(lockstep_comm_get_on_timeout(c.handle(), nullptr, &timed_out));
-                                   return timed_out != 0;
-                               })
+            py::arg("step"),
+            "Sets the loop step (an int >= 0; 0: none) that debug mode's signatures and reports carry for the calls "
+            "that follow; no communication. Raises TypeError or OverflowError for another value.")
+        .def_property_readonly(
+            "on_timeout",
+            [](const Communicator& c) {
+                int32_t mode = 0;
+                check(lockstep_comm_get_on_timeout(c.handle(), &mode, nullptr));
+                return std::string(mode == LOCKSTEP_ON_TIMEOUT_RAISE ? "raise" : "end");
+            },
+            "What a collective that outlives the timeout does: \"end\" (the watchdog's report, then the job ends with "
+            "exit code 124) or \"raise\" (lockstep.TimeoutError on the ranks that waited; the communicator is then "
+            "broken).")
+        .def_property_readonly(
+            "timed_out",
+            [](const Communicator& c) {
+                int32_t timed_out = 0;
+                check(lockstep_comm_get_on_timeout(c.handle(), nullptr, &timed_out));
+                return timed_out != 0;
+            },
+            "True once a collective on this communicator timed out in raise mode: every call on it then raises "
+            "lockstep.TimeoutError at once.")
         .def(
             "split",
             [](Communicator& c, py::object color, py::object key_object, py::object timeout, py::object on_timeout) {
@@ -328,7 +346,13 @@ void bind_communicator(py::module_& m) {
                     });
             },
             py::arg("color"), py::arg("key") = 0, py::kw_only(), py::arg("timeout") = py::none(),
-            py::arg("on_timeout") = py::none())
+            py::arg("on_timeout") = py::none(),
+            "Collective: a new communicator per color, its ranks ordered by (key, rank), as MPI_Comm_split. A rank "
+            "with color None (lockstep.UNDEFINED_COLOR) joins none and gets None. `timeout` (seconds; 0: no "
+            "watchdog) and `on_timeout` (\"end\" or \"raise\") set the new communicator's watchdog; None takes this "
+            "communicator's. Raises TypeError or OverflowError for arguments that are not such ints, ValueError for "
+            "a bad timeout or on_timeout, ConfigError for \"raise\" without a progress thread, MpiError when MPI "
+            "fails.")
         .def(
             "dup",
             [](Communicator& c, py::object timeout, py::object on_timeout) {
@@ -339,7 +363,11 @@ void bind_communicator(py::module_& m) {
                         return lockstep_comm_dup_with_options(handle, o, out);
                     });
             },
-            py::kw_only(), py::arg("timeout") = py::none(), py::arg("on_timeout") = py::none())
+            py::kw_only(), py::arg("timeout") = py::none(), py::arg("on_timeout") = py::none(),
+            "Collective: a new communicator over the same processes with traffic of its own (MPI_Comm_dup). "
+            "`timeout` (seconds; 0: no watchdog) and `on_timeout` (\"end\" or \"raise\") set its watchdog; None "
+            "takes this communicator's. Raises ValueError for a bad timeout or on_timeout, ConfigError for \"raise\" "
+            "without a progress thread, MpiError when MPI fails.")
         .def(
             "create_group",
             [](Communicator& c, py::object ranks_object, py::object tag_object, py::object timeout,
@@ -355,7 +383,12 @@ void bind_communicator(py::module_& m) {
                     });
             },
             py::arg("ranks"), py::arg("tag") = 0, py::kw_only(), py::arg("timeout") = py::none(),
-            py::arg("on_timeout") = py::none())
+            py::arg("on_timeout") = py::none(),
+            "Called by the members only, each with the same ranks and tag (MPI_Comm_create_group): a communicator over "
+            "`ranks`, this communicator's ranks in the new one's order. `timeout` (seconds; 0: no watchdog) and "
+            "`on_timeout` (\"end\" or \"raise\") set its watchdog; None takes this communicator's. Raises "
+            "lockstep.Error for ranks it cannot use, TypeError or OverflowError for values that are not ints, "
+            "ValueError for a bad timeout or on_timeout.")
         .def(
             "_reject",
             [](Communicator& c, py::object kind_object, py::object root_object, py::object message_object) {
@@ -376,17 +409,23 @@ void bind_communicator(py::module_& m) {
             "Joins the collective `kind` as rejected (this rank cannot make it): in debug mode every rank raises the "
             "same CallRejectedError naming this rank and `message`; otherwise it returns and the caller raises its own "
             "error.")
-        .def("free", &Communicator::free)
-        .def("async_error",
-             [](Communicator& c) -> py::object {
-                 const char* text = nullptr;
-                 const lockstep_status_t status = lockstep_comm_get_async_error(c.handle(), &text);
-                 if (status == LOCKSTEP_OK) return py::none();
-                 if (status == LOCKSTEP_ERROR_TIMEOUT) return py::str(text != nullptr ? text : "");
-                 check(status);
-                 return py::none();
-             })
-        .def("last_error", [](Communicator& c) { return std::string(lockstep_comm_last_error(c.handle())); })
+        .def("free", &Communicator::free,
+             "Releases the communicator (collective, as MPI_Comm_free); any later use raises InvalidUsageError.")
+        .def(
+            "async_error",
+            [](Communicator& c) -> py::object {
+                const char* text = nullptr;
+                const lockstep_status_t status = lockstep_comm_get_async_error(c.handle(), &text);
+                if (status == LOCKSTEP_OK) return py::none();
+                if (status == LOCKSTEP_ERROR_TIMEOUT) return py::str(text != nullptr ? text : "");
+                check(status);
+                return py::none();
+            },
+            "The watchdog's report (a str) when an operation on this communicator outlived its timeout, else None; no "
+            "communication.")
+        .def(
+            "last_error", [](Communicator& c) { return std::string(lockstep_comm_last_error(c.handle())); },
+            "The message of the last error on this communicator, '' when there was none.")
         .def(
             "abort",
             [](Communicator& c, py::object code_object, py::object reason_object) {
@@ -400,7 +439,9 @@ void bind_communicator(py::module_& m) {
                 }
                 check(status);
             },
-            py::arg("code") = 1, py::arg("reason") = py::none())
+            py::arg("code") = 1, py::arg("reason") = py::none(),
+            "Ends every process of the job (MPI_Abort) with exit status `code` after logging `reason`; it does not "
+            "return. Raises TypeError or OverflowError for a code that is not an int.")
         .def("__repr__",
              [](const Communicator& c) {
                  if (c.freed()) return std::string("lockstep.Communicator(freed)");
@@ -424,7 +465,13 @@ void bind_communicator(py::module_& m) {
                     return run_or_issue(nonblocking, "Communicator.barrier", handle, tag, stream, Pending{}, call);
                 });
             },
-            py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: returns once every rank called it; None. tag names the call in reports; stream is the CUDA "
+            "stream of device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
+            "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "broadcast",
             [](Communicator& c, py::object x, py::object root_object, py::object tag, py::object stream,
@@ -445,7 +492,13 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: x of rank `root` to every rank, in place in x's memory; returns x. tag names the call in "
+            "reports; stream is the CUDA stream of device tensors (an int or an object with cuda_stream). With "
+            "async_op=True it returns at once a lockstep.Request whose result() is that value, and its errors are "
+            "raised at the Request's wait. Raises SignatureMismatchError or CallRejectedError (debug mode, on every "
+            "rank), ShapeError, DTypeError, DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a "
+            "bad root or op), TypeError (an argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "_allreduce_general",
             [](Communicator& c, py::object x, py::object op, py::object out, py::object tag, py::object stream,
@@ -497,7 +550,15 @@ void bind_communicator(py::module_& m) {
             },
             py::arg("x"), py::arg("root") = 0, py::arg("op") = "sum", py::arg("out") = py::none(), py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
-            py::arg("factor") = py::none())
+            py::arg("factor") = py::none(),
+            "Collective: the reduction of x over every rank (op as allreduce's: 'premul_sum' takes factor) on rank "
+            "`root`, in place in x's memory or into out; returns x (or out). tag names the call in reports; stream is "
+            "the CUDA "
+            "stream of device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
+            "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "allgather",
             [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
@@ -520,7 +581,14 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: every rank's x, concatenated along a new first dimension (rank order), on every rank: into "
+            "out, or a new lockstep.Tensor; returns it. tag names the call in reports; stream is the CUDA stream of "
+            "device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
+            "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "gather",
             [](Communicator& c, py::object x, py::object root_object, py::object out, py::object tag, py::object stream,
@@ -548,7 +616,14 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("root") = 0, py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: every rank's x, concatenated along a new first dimension (rank order), on rank `root`: into "
+            "out, or a new lockstep.Tensor; returns it there and None on the other ranks. tag names the call in "
+            "reports; stream is the CUDA stream of device tensors (an int or an object with cuda_stream). With "
+            "async_op=True it returns at once a lockstep.Request whose result() is that value, and its errors are "
+            "raised at the Request's wait. Raises SignatureMismatchError or CallRejectedError (debug mode, on every "
+            "rank), ShapeError, DTypeError, DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a "
+            "bad root or op), TypeError (an argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "scatter",
             [](Communicator& c, py::object x, py::object out, py::object root_object, py::object tag, py::object stream,
@@ -570,7 +645,14 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("out"), py::arg("root") = 0, py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: row i of rank `root`'s x (first dimension: one row per rank) into out of rank i; x is read on "
+            "the root only (None elsewhere); returns out. tag names the call in reports; stream is the CUDA stream of "
+            "device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
+            "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "reduce_scatter",
             [](Communicator& c, py::object x, py::object out, py::object op, py::object tag, py::object stream,
@@ -602,7 +684,15 @@ void bind_communicator(py::module_& m) {
             },
             py::arg("x"), py::arg("out") = py::none(), py::arg("op") = "sum", py::kw_only(),
             py::arg("tag") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
-            py::arg("factor") = py::none())
+            py::arg("factor") = py::none(),
+            "Collective: the reduction of x over every rank (op as allreduce's: 'premul_sum' takes factor), split "
+            "along "
+            "the first dimension, row i to rank i: into out, or a new lockstep.Tensor; returns it. tag names the call "
+            "in reports; stream is the CUDA stream of device tensors (an int or an object with cuda_stream). With "
+            "async_op=True it returns at once a lockstep.Request whose result() is that value, and its errors are "
+            "raised at the Request's wait. Raises SignatureMismatchError or CallRejectedError (debug mode, on every "
+            "rank), ShapeError, DTypeError, DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a "
+            "bad root or op), TypeError (an argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "alltoall",
             [](Communicator& c, py::object x, py::object out, py::object tag, py::object stream,
@@ -624,7 +714,14 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::arg("out") = py::none(), py::kw_only(), py::arg("tag") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Collective: row j of rank i's x (first dimension: one row per rank) to row i of rank j's output: out, or "
+            "a new lockstep.Tensor of x's shape; returns it. tag names the call in reports; stream is the CUDA stream "
+            "of device tensors (an int or an object with cuda_stream). With async_op=True it returns at once a "
+            "lockstep.Request whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "alltoallv",
             [](Communicator& c, py::object x, py::object send_object, py::object recv_object, py::object out,
@@ -694,7 +791,14 @@ void bind_communicator(py::module_& m) {
                 });
             },
             py::arg("x"), py::kw_only(), py::arg("tag") = py::none(), py::arg("stream") = py::none(),
-            py::arg("async_op") = false)
+            py::arg("async_op") = false,
+            "Collective: every rank's x concatenated along dimension 0, whose extent may differ between ranks, on "
+            "every rank: a new lockstep.Tensor. tag names the call in reports; stream is the CUDA stream of device "
+            "tensors (an int or an object with cuda_stream). With async_op=True it returns at once a lockstep.Request "
+            "whose result() is that value, and its errors are raised at the Request's wait. Raises "
+            "SignatureMismatchError or CallRejectedError (debug mode, on every rank), ShapeError, DTypeError, "
+            "DeviceError, ReadOnlyError (a read-only target), InvalidArgumentError (a bad root or op), TypeError (an "
+            "argument of the wrong type), TimeoutError or MpiError.")
         .def(
             "send",
             [](Communicator& c, py::object x, py::object dest_object, py::object tag_object, py::object name,
@@ -713,7 +817,11 @@ void bind_communicator(py::module_& m) {
                                     pending_of(py::none(), {x}, std::move(t)), call, "name");
             },
             py::arg("x"), py::arg("dest"), py::arg("tag") = 0, py::kw_only(), py::arg("name") = py::none(),
-            py::arg("stream") = py::none(), py::arg("async_op") = false)
+            py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Sends x to rank `dest` with the message tag `tag` (an int; `name` names the call in reports); returns "
+            "None once x may be reused. stream is the CUDA stream of a device tensor. With async_op=True it returns at "
+            "once a lockstep.Request (see isend). Raises InvalidArgumentError for a bad rank or tag, TypeError for an "
+            "argument of the wrong type, MpiError or TimeoutError.")
         .def(
             "recv",
             [](Communicator& c, py::object x, py::object source_object, py::object tag_object, py::object name,
@@ -744,7 +852,12 @@ void bind_communicator(py::module_& m) {
                 return py::int_(actual);
             },
             py::arg("x"), py::arg("source") = LOCKSTEP_ANY_SOURCE, py::arg("tag") = 0, py::kw_only(),
-            py::arg("name") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false);
+            py::arg("name") = py::none(), py::arg("stream") = py::none(), py::arg("async_op") = false,
+            "Receives into x a message of rank `source` (lockstep.ANY_SOURCE: any) with the tag `tag`; returns the "
+            "sender's rank. `name` names the call in reports; stream is the CUDA stream of a device tensor. With "
+            "async_op=True it returns at once a lockstep.Request whose result() and source give the sender (see "
+            "irecv). Raises ShapeError or DTypeError for a message that does not fit x, InvalidArgumentError for a bad "
+            "rank or tag, TypeError, MpiError or TimeoutError.");
 
     m.attr("UNDEFINED_COLOR") = LOCKSTEP_UNDEFINED_COLOR;
     m.attr("ANY_SOURCE") = LOCKSTEP_ANY_SOURCE;

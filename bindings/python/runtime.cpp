@@ -60,7 +60,9 @@ void bind_runtime(py::module_& m) {
         return py::make_tuple(major, minor, patch);
     });
     m.def("header_version", []() { return LOCKSTEP_C_VERSION; });
-    m.def("build_info", []() { return std::string(lockstep_get_build_info()); });
+    m.def(
+        "build_info", []() { return std::string(lockstep_get_build_info()); },
+        "One line: the versions of the C interface and of lockstep, the commit, whether CUDA is built in.");
 
     m.def(
         "init",
@@ -88,38 +90,59 @@ void bind_runtime(py::module_& m) {
         py::arg("debug") = py::none(), py::arg("timeout") = py::none(), py::arg("config_file") = py::none(),
         py::arg("on_timeout") = py::none(),
         "Starts lockstep, and MPI unless it runs already (then lockstep adopts it). Idempotent; every other function "
-        "calls it on first use.");
-    m.def("finalize", []() {
-        if (!lockstep_is_initialized()) return;
-        // The cached world communicator and every Communicator object of this generation become invalid.
-        Py_XDECREF(g_world);
-        g_world = nullptr;
-        ++g_generation;
-        g_finalized = true;
-        lockstep_status_t status;
-        {
-            py::gil_scoped_release release;
-            status = lockstep_finalize();
-        }
-        release_dropped_requests(nullptr);  // finalize completed or cancelled every operation
-        check(status);
-    });
-    m.def("is_initialized", []() { return lockstep_is_initialized() != 0; });
+        "calls it on first use. `debug`, `timeout` (seconds; 0: no watchdog) and `on_timeout` (\"end\" or "
+        "\"raise\") override the configuration for every communicator that does not set its own.");
+    m.def(
+        "finalize",
+        []() {
+            if (!lockstep_is_initialized()) return;
+            // The cached world communicator and every Communicator object of this generation become invalid.
+            Py_XDECREF(g_world);
+            g_world = nullptr;
+            ++g_generation;
+            g_finalized = true;
+            lockstep_status_t status;
+            {
+                py::gil_scoped_release release;
+                status = lockstep_finalize();
+            }
+            release_dropped_requests(nullptr);  // finalize completed or cancelled every operation
+            check(status);
+        },
+        "Ends lockstep (collective): completes the queued collectives, cancels pending sends and receives, frees "
+        "every communicator, and finalises MPI if lockstep started it. Nothing of lockstep can be used afterwards. "
+        "Does nothing when lockstep was not started. Raises lockstep.Error (an MpiError, say) when finalising fails. "
+        "Runs at interpreter exit by itself.");
+    m.def(
+        "is_initialized", []() { return lockstep_is_initialized() != 0; },
+        "True between lockstep's start (init, or the first call that needs it) and finalize.");
     m.def("is_finalized", []() { return g_finalized; });
-    m.def("owns_mpi", []() { return lockstep_runtime_owns_mpi(runtime_handle()) != 0; });
-    m.def("rank", []() { return identity().rank; });
-    m.def("size", []() { return identity().size; });
-    m.def("local_rank", []() { return identity().local_rank; });
-    m.def("local_size", []() { return identity().local_size; });
-    m.def("free_memory", []() {
-        ensure_init();
-        lockstep_status_t status;
-        {
-            py::gil_scoped_release release;
-            status = lockstep_free_memory();
-        }
-        check(status);
-    });
+    m.def(
+        "owns_mpi", []() { return lockstep_runtime_owns_mpi(runtime_handle()) != 0; },
+        "True when lockstep initialised MPI (and finalises it), False when it adopted an MPI someone else started.");
+    m.def(
+        "rank", []() { return identity().rank; }, "This process's rank in the world (starts lockstep if needed).");
+    m.def(
+        "size", []() { return identity().size; }, "The number of processes in the world (starts lockstep if needed).");
+    m.def(
+        "local_rank", []() { return identity().local_rank; },
+        "This process's rank among the processes of its node (starts lockstep if needed).");
+    m.def(
+        "local_size", []() { return identity().local_size; },
+        "The number of processes on this process's node (starts lockstep if needed).");
+    m.def(
+        "free_memory",
+        []() {
+            ensure_init();
+            lockstep_status_t status;
+            {
+                py::gil_scoped_release release;
+                status = lockstep_free_memory();
+            }
+            check(status);
+        },
+        "Releases the memory lockstep's allocators keep cached (host and CUDA) back to the system; no "
+        "communication.");
     m.def(
         "set_seed",
         [](py::object seed, py::object device_specific) {
@@ -128,7 +151,10 @@ void bind_runtime(py::module_& m) {
             ensure_init();
             check(lockstep_set_seed(value, per_device ? 1 : 0));
         },
-        py::arg("seed"), py::arg("device_specific") = false);
+        py::arg("seed"), py::arg("device_specific") = false,
+        "Seeds lockstep's random generators with `seed` (an integer 0 <= seed < 2**64), the same on every rank, or "
+        "per device (seed plus the device's index) with device_specific=True. Raises TypeError or OverflowError for "
+        "a seed that is not such an integer.");
 }
 
 }  // namespace lockstep_python

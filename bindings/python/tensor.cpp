@@ -133,37 +133,53 @@ void bind_tensor(py::module_& m) {
     type->tp_as_buffer->bf_getbuffer = tensor_getbuffer;
     type->tp_as_buffer->bf_releasebuffer = tensor_releasebuffer;
     PyType_Modified(type);
-    tensor.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
-        .def_property_readonly("ndim", [](const Tensor& t) { return t.shape().size(); })
-        .def_property_readonly("dtype", [](const Tensor& t) { return std::string(lockstep_dtype_name(t.dtype())); })
-        .def_property_readonly("device", [](const Tensor& t) { return device_name(t.device()); })
-        .def_property_readonly("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
-        .def_property_readonly("numel", &Tensor::numel)
-        .def_property_readonly("nbytes", &Tensor::nbytes)
-        .def_property_readonly("read_only", &Tensor::read_only)
+    tensor
+        .def_property_readonly(
+            "shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); },
+            "The extent of each dimension, a tuple of ints (row-major, contiguous).")
+        .def_property_readonly(
+            "ndim", [](const Tensor& t) { return t.shape().size(); }, "The number of dimensions.")
+        .def_property_readonly(
+            "dtype", [](const Tensor& t) { return std::string(lockstep_dtype_name(t.dtype())); },
+            "The element type's name: 'float32', 'int64', 'bfloat16', ...")
+        .def_property_readonly(
+            "device", [](const Tensor& t) { return device_name(t.device()); },
+            "Where the memory is: 'cpu' or 'cuda:N'.")
+        .def_property_readonly(
+            "data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); },
+            "The address of the first element, an int.")
+        .def_property_readonly("numel", &Tensor::numel, "The number of elements.")
+        .def_property_readonly("nbytes", &Tensor::nbytes, "The size of the elements in bytes.")
+        .def_property_readonly("read_only", &Tensor::read_only,
+                               "True for a view of read-only memory, which collectives refuse as a target.")
         .def_property_readonly("_handle", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.handle()); })
         .def("__dlpack__", &tensor_dlpack, py::kw_only(), py::arg("stream") = py::none(),
-             py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+             py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+             "A DLPack capsule of the tensor, without a copy (the DLPack protocol: torch.from_dlpack(t), "
+             "np.from_dlpack(t)). Raises UnsupportedError for a stream, device or copy it cannot honour.")
         .def("__dlpack_device__",
              [](const Tensor& t) {
                  const lockstep_device_t device = t.device();
                  return py::make_tuple(device.type == LOCKSTEP_DEVICE_CPU ? int(kDLCPU) : int(kDLCUDA), device.index);
              })
-        .def("numpy",
-             [](py::object self) {
-                 // np.asarray would wrap an object it cannot read as a 0-d object array, silently.
-                 const Tensor& t = self.cast<const Tensor&>();
-                 if (t.device().type != LOCKSTEP_DEVICE_CPU) {
-                     raise_status(LOCKSTEP_ERROR_DEVICE, "numpy(): the tensor is on " + device_name(t.device()) +
-                                                             "; numpy reads host memory only (use "
-                                                             "torch.from_dlpack, or a CPU tensor)");
-                 }
-                 if (t.dtype() == LOCKSTEP_BFLOAT16) {
-                     raise_status(LOCKSTEP_ERROR_DTYPE,
-                                  "numpy(): numpy has no bfloat16; use torch.from_dlpack(t), or a float32 tensor");
-                 }
-                 return py::module_::import("numpy").attr("asarray")(self);
-             })
+        .def(
+            "numpy",
+            [](py::object self) {
+                // np.asarray would wrap an object it cannot read as a 0-d object array, silently.
+                const Tensor& t = self.cast<const Tensor&>();
+                if (t.device().type != LOCKSTEP_DEVICE_CPU) {
+                    raise_status(LOCKSTEP_ERROR_DEVICE, "numpy(): the tensor is on " + device_name(t.device()) +
+                                                            "; numpy reads host memory only (use "
+                                                            "torch.from_dlpack, or a CPU tensor)");
+                }
+                if (t.dtype() == LOCKSTEP_BFLOAT16) {
+                    raise_status(LOCKSTEP_ERROR_DTYPE,
+                                 "numpy(): numpy has no bfloat16; use torch.from_dlpack(t), or a float32 tensor");
+                }
+                return py::module_::import("numpy").attr("asarray")(self);
+            },
+            "A numpy array over the tensor's memory, without a copy. Raises DeviceError for a tensor that is not on "
+            "the CPU and DTypeError for bfloat16, which numpy lacks.")
         .def("__len__",
              [](const Tensor& t) {
                  std::vector<int64_t> shape = t.shape();
@@ -189,11 +205,20 @@ void bind_tensor(py::module_& m) {
             const lockstep_dtype_t code = parse_dtype(dtype);
             return empty_tensor(dims, code, parse_device(to_string(device, {"lockstep.empty", "device"})));
         },
-        py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = "cpu");
+        py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = "cpu",
+        "A new tensor of lockstep's allocator, uninitialised: `shape` an int or a sequence of ints, `dtype` a name "
+        "('float32', 'int64', ...), `device` 'cpu' or 'cuda:N'. Raises DTypeError or DeviceError for a name lockstep "
+        "does not know, OutOfMemoryError when the allocator cannot serve it.");
     m.def(
         "from_dlpack", [](py::object object, py::object copy) { return tensor_from_dlpack(object, copy); },
-        py::arg("obj"), py::arg("copy") = py::none());
-    m.def("as_tensor", &as_tensor, py::arg("obj"));
+        py::arg("obj"), py::arg("copy") = py::none(),
+        "A tensor over the memory of a DLPack producer (a torch tensor, a cupy or numpy array, a capsule), without a "
+        "copy; copy=True asks for one. Raises DTypeError, DeviceError or UnsupportedError for what lockstep cannot "
+        "hold (a dtype it lacks, a non-contiguous layout, another device type).");
+    m.def("as_tensor", &as_tensor, py::arg("obj"),
+          "A tensor over obj's memory, without a copy: a lockstep.Tensor is returned as it is, a buffer-protocol "
+          "object (numpy array, bytearray, memoryview) is wrapped, a DLPack producer is imported. Raises TypeError "
+          "for anything else, DTypeError for a format lockstep lacks, ShapeError for a non-contiguous buffer.");
     m.def("dtype_size", [](py::object dtype) { return lockstep_dtype_size(parse_dtype(dtype)); });
 }
 

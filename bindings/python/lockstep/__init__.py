@@ -380,7 +380,8 @@ _SCOPES = {"main": "main", "all": "all", "ordered": "ordered", "every": "all", "
 
 def log(message, level="info", scope="main", logger=None):
     """A record through lockstep's rank-aware logging. scope "main": rank 0 only; "all": every rank as it comes;
-    "ordered": collective over the world, every rank's record printed in rank order."""
+    "ordered": collective over the world, every rank's record printed in rank order. level: "debug", "info",
+    "warning", "error" or "critical". Raises InvalidArgumentError for a level or scope it does not know."""
     _lockstep.log(str(message), level, _SCOPES.get(scope, scope) if isinstance(scope, str) else scope, logger)
 
 
@@ -391,21 +392,27 @@ class Logger:
         self.name = name
 
     def log(self, level, message, scope="main"):
+        """lockstep.log(message, level, scope) under this logger's name."""
         log(message, level=level, scope=scope, logger=self.name)
 
     def debug(self, message, scope="main"):
+        """A "debug" record under this logger's name (see lockstep.log for scope)."""
         log(message, "debug", scope, self.name)
 
     def info(self, message, scope="main"):
+        """An "info" record under this logger's name (see lockstep.log for scope)."""
         log(message, "info", scope, self.name)
 
     def warning(self, message, scope="main"):
+        """A "warning" record under this logger's name (see lockstep.log for scope)."""
         log(message, "warning", scope, self.name)
 
     def error(self, message, scope="main"):
+        """An "error" record under this logger's name (see lockstep.log for scope)."""
         log(message, "error", scope, self.name)
 
     def critical(self, message, scope="main"):
+        """A "critical" record under this logger's name (see lockstep.log for scope)."""
         log(message, "critical", scope, self.name)
 
     def __repr__(self):
@@ -413,4 +420,5 @@ class Logger:
 
 
 def get_logger(name):
+    """A lockstep.Logger whose records carry `name`."""
     return Logger(name)

@@ -1,25 +1,28 @@
 """lockstep.torch: lockstep as the torch.distributed backend "lockstep".
 
     import lockstep.torch, torch.distributed as dist
-    lockstep.torch.init_process_group()            # under mpirun/srun: no MASTER_ADDR, MASTER_PORT, RANK
+    dist.init_process_group("lockstep")            # under mpirun/srun/lockstep launch: nothing to set
     dist.all_reduce(x)                             # through lockstep: debug-mode checks, the watchdog
     model = torch.nn.parallel.DistributedDataParallel(model)
 
-Importing this module registers the backend (once). Every collective is lockstep's, called on the caller's memory
-through DLPack without a copy (bool tensors as their uint8 view), and blocks until it is done: the Work returned is
-already complete, and its future holds the output tensors, as DDP's communication hooks expect.
+Importing this module registers the backend (once), extends torch's env:// rendezvous to jobs that set no RANK and
+WORLD_SIZE (rank and size are then MPI's), and wraps torch.distributed._make_nccl_premul_sum and the reductions that
+take an op, so that a PREMUL_SUM's factor reaches the backend. Every collective is lockstep's non-blocking one,
+called on the caller's memory through DLPack without a copy (bool tensors as their uint8 view): the Work returned is
+pending, wait() raises the operation's error, and get_future() completes with the output tensors when the operation
+does, as DDP's communication hooks expect.
 
-How torch (1.13) reaches a Python process group: torch.distributed's functions call the methods below directly; DDP's
-C++ parts (Reducer, _broadcast_coalesced, _verify_params_across_processes) reach allreduce, broadcast and allgather
-through the C++ trampoline of ProcessGroup. A Work returned to C++ must be a C++ one: pybind11 lets the Python part of
-a Python Work subclass die once C++ holds it, and C++ then waits forever in the base Work::wait. So results are C++
-works wrapped around a completed torch.futures.Future (_create_work_from_future); only recv_anysource, which
-torch.distributed.recv calls from Python for its `_source_rank()`, returns a Python Work.
+How torch reaches a Python process group: torch.distributed's functions call the methods below directly; DDP's C++
+parts (Reducer, _broadcast_coalesced, _verify_params_across_processes) reach allreduce, broadcast and allgather through
+the C++ trampoline of ProcessGroup, and call the Work's wait, get_future and result through Work's trampoline. That
+works only while the Work's Python object lives, which pybind11 does not ensure once the object went to C++: each
+_Work keeps itself alive until it finished and was waited for or had its future taken (see _Work).
 
 Groups: torch calls the backend's creator on the members of a group only, with the group's own PrefixStore. Each member
 writes its lockstep (world) rank there and reads the others', so every member knows the group's world ranks in group
-rank order; the group is then lockstep's world communicator (the same ranks in the same order) or
-Communicator.world().create_group(ranks), created by the members alone.
+rank order; the group is then a duplicate of lockstep's world communicator (the same ranks in the same order) or
+Communicator.world().create_group(ranks), created by the members alone, with the group's timeout as its watchdog
+timeout.
 """
 import collections
 import datetime
