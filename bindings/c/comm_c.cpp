@@ -508,6 +508,13 @@ lockstep_status_t lockstep_comm_get_on_timeout(lockstep_comm_t comm, int32_t* on
     });
 }
 
+lockstep_status_t lockstep_comm_get_progress_thread(lockstep_comm_t comm, int32_t* on) {
+    return guarded(comm, [&] {
+        require_out(on, "on");
+        *on = communicator(comm, "lockstep_comm_get_progress_thread").progress_thread() ? 1 : 0;
+    });
+}
+
 lockstep_status_t lockstep_comm_free(lockstep_comm_t comm) {
     return guarded(nullptr, [&] {
         if (comm == nullptr) return;

@@ -284,6 +284,9 @@ LOCKSTEP_C_API lockstep_status_t lockstep_comm_create_group_with_options(lockste
  * timed out in raise mode (1: it is broken, every call returns LOCKSTEP_ERROR_TIMEOUT). Either pointer may be NULL. */
 LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_on_timeout(lockstep_comm_t comm, int32_t* on_timeout,
                                                               int32_t* timed_out);
+/* 1 when the communicator's non-blocking collectives run on its progress thread (the progress_thread setting, and MPI
+ * with MPI_THREAD_MULTIPLE), 0 when they run inside wait and test on the calling thread. */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_get_progress_thread(lockstep_comm_t comm, int32_t* on);
 /* Frees the handle (and the communicator, unless it is the world's). Every member, in the same order, and never
  * while another thread is in a call on it. NULL is a no-op; a handle freed already is LOCKSTEP_ERROR_INVALID_ARGUMENT.
  */

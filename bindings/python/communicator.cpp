@@ -332,6 +332,16 @@ void bind_communicator(py::module_& m) {
             },
             "True once a collective on this communicator timed out in raise mode: every call on it then raises "
             "lockstep.TimeoutError at once.")
+        .def_property_readonly(
+            "progress_thread",
+            [](const Communicator& c) {
+                int32_t on = 0;
+                check(lockstep_comm_get_progress_thread(c.handle(), &on));
+                return on != 0;
+            },
+            "True when this communicator's non-blocking collectives run on its progress thread; False when they run "
+            "inside wait() and test() on the calling thread (the progress_thread setting is off, or MPI lacks "
+            "MPI_THREAD_MULTIPLE).")
         .def(
             "split",
             [](Communicator& c, py::object color, py::object key_object, py::object timeout, py::object on_timeout) {

@@ -293,7 +293,7 @@ class _Work(_c10d.Work):
     alive (_LIVE) until it finished and somebody waited for it or took its future; works that nobody ever looks at are
     let go after the newest _UNSEEN_KEPT."""
 
-    def __init__(self, requests, result, finish=None, source=False):
+    def __init__(self, requests, result, finish=None, source=False, completer=True):
         super().__init__()
         self._requests = list(requests)
         self._result = result
@@ -307,10 +307,10 @@ class _Work(_c10d.Work):
         self._error = None
         self._seen = False
         _LIVE.add(self)
-        if self._requests:
-            _COMPLETER.add(self)
-        else:
+        if not self._requests:
             self._complete()
+        elif completer:
+            _COMPLETER.add(self)
 
     # ---- completion
 
@@ -516,11 +516,13 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def __init__(self, comm, rank, size):
         super().__init__(rank, size)
         self.comm = comm
-        # True: every call waits for its operation before it returns (as before asynchronous work), for comparisons.
-        self.blocking = False
+        # True: every call waits for its operation, in the calling thread, before it returns. The default where the
+        # communicator has no progress thread (its operations then run inside wait on the calling thread, and the
+        # completer thread must not run them: MPI may allow the main thread only); settable, for comparisons.
+        self.blocking = not comm.progress_thread
 
     def _work(self, requests, result, finish=None, source=False):
-        work = _Work(requests, result, finish, source)
+        work = _Work(requests, result, finish, source, completer=not self.blocking)
         if self.blocking:
             work.wait()
         return work

@@ -183,6 +183,10 @@ static void test_comm_options(lockstep_comm_t world, int rank, int size) {
     OK(lockstep_comm_get_timeout(raising, &seconds));
     OK(lockstep_comm_get_on_timeout(raising, &mode, &timed_out));
     CHECK(seconds == 30.0 && mode == LOCKSTEP_ON_TIMEOUT_RAISE && timed_out == 0);
+    /* Raise mode needs the progress thread, so this communicator has one; a NULL output is refused. */
+    OK(lockstep_comm_get_progress_thread(raising, &mode));
+    CHECK(mode == 1);
+    CHECK_STATUS(lockstep_comm_get_progress_thread(raising, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
     /* A collective in raise mode runs on the progress thread and returns as usual. */
     OK(lockstep_allreduce(raising, t, t, LOCKSTEP_SUM, NULL));
     CHECK(data_f32(t)[0] == (float)size);

@@ -54,6 +54,9 @@ def check_backend(gloo, r, n):
     assert dist.get_backend() == "lockstep" and dist.get_backend(gloo) == "gloo", dist.get_backend()
     assert isinstance(world, lockstep.torch.ProcessGroupLockstep), type(world)
     assert world.name() == "lockstep" and world.rank() == r and world.size() == n
+    # Without a progress thread (LOCKSTEP_MPI_THREAD_LEVEL=funneled) every call completes in the calling thread.
+    funneled = os.environ.get("LOCKSTEP_MPI_THREAD_LEVEL") == "funneled"
+    assert world.comm.progress_thread is not funneled and world.blocking is funneled, (world.blocking, funneled)
     assert world.comm.rank == lockstep.rank() and world.comm.size == lockstep.size() == n
     # Registration is idempotent: importing again, or registering again, changes nothing.
     lockstep.torch._register()
