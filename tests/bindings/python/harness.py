@@ -2,7 +2,10 @@
 rank fails (an assertion on one rank would otherwise leave the others waiting in their next collective)."""
 import inspect
 import os
+import signal
+import subprocess
 import sys
+import time
 import traceback
 
 
@@ -84,3 +87,27 @@ def run(name, main):
     # One write: ranks' lines reach mpirun's output separately and must not be split by another rank's line.
     sys.stdout.write(f"PASS {name} rank {rank}/{size}\n")
     sys.stdout.flush()
+
+
+def run_launcher(command, env, limit):
+    """Runs a launcher's command line in its own session and returns (exit status, stdout, stderr, seconds), after
+    printing the command and both outputs; None when it still ran after `limit` seconds (then it is killed with its
+    whole session, and the outputs are printed too)."""
+    print("$ " + " ".join(command), flush=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        print(out)
+        print(err)
+        return None
+    elapsed = time.monotonic() - start
+    print(out)
+    print("---- stderr ----")
+    print(err)
+    return proc.returncode, out, err, elapsed

@@ -9,10 +9,11 @@ Runs group_timeout_job.py under mpirun (LOCKSTEP_TIMEOUT unset: 600 s) with LOCK
          once; the ranks met again in a barrier of the default group.
 """
 import os
-import signal
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import run_launcher  # noqa: E402
 
 LIMIT_SECONDS = 40
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "group_timeout_job.py")
@@ -23,37 +24,24 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "LOCKSTEP_TIMEOUT"}
     env.update(LOCKSTEP_ON_TIMEOUT=mode, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB]
-    print("$ " + " ".join(command), flush=True)
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=LIMIT_SECONDS + 20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        print(out)
-        print(err)
+    ran = run_launcher(command, env, LIMIT_SECONDS + 20)
+    if ran is None:
         print(f"FAIL: the job was still running after {LIMIT_SECONDS + 20} s: the group's timeout did not act")
         return 1
-    elapsed = time.monotonic() - start
-    print(out)
-    print("---- stderr ----")
-    print(err)
+    returncode, out, err, elapsed = ran
     last = np - 1
     waiting = range(last)
     checks = [(elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)")]
     if mode == "end":
         checks += [
-            (proc.returncode != 0, f"the job exits non-zero (got {proc.returncode})"),
+            (returncode != 0, f"the job exits non-zero (got {returncode})"),
             ("collective timed out after" in err, "the watchdog's report is on stderr"),
             ("(timeout 1 s)" in err or "timeout 1 s" in err, "the report gives the group's timeout of 1 s"),
             (f"Never arrived: Process {last}" in err, f"the report names rank {last} as never arrived"),
             ("caught" not in out, "nobody caught an exception"),
         ]
     else:
-        checks += [(proc.returncode == 0, f"the job exits 0 (got {proc.returncode})")]
+        checks += [(returncode == 0, f"the job exits 0 (got {returncode})")]
         for r in waiting:
             caught = f"rank {r}: caught TimeoutError (lockstep.Error=True builtin=True)"
             report = out.split(caught, 1)[1].split(f"rank {r}: end of report", 1)[0] if caught in out else ""

@@ -7,10 +7,11 @@ Runs skip_job.py under mpirun with LOCKSTEP_TIMEOUT=3 and passes when the job en
 its stderr says what hung: the all_reduce at skip_job.py's line, the last rank as never arrived, what it did last.
 """
 import os
-import signal
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness import run_launcher  # noqa: E402
 
 LIMIT_SECONDS = 40
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "skip_job.py")
@@ -25,28 +26,15 @@ def main() -> int:
     mpirun, np, debug = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB]
-    print("$ " + " ".join(command), flush=True)
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=LIMIT_SECONDS + 20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        print(out)
-        print(err)
+    ran = run_launcher(command, env, LIMIT_SECONDS + 20)
+    if ran is None:
         print(f"FAIL: the job was still running after {LIMIT_SECONDS + 20} s: the hang was not turned into an error")
         return 1
-    elapsed = time.monotonic() - start
-    print(out)
-    print("---- stderr ----")
-    print(err)
+    returncode, out, err, elapsed = ran
     last = np - 1
     site = f"skip_job.py:{skipped_line()}"
     checks = [
-        (proc.returncode != 0, f"the job exits non-zero (got {proc.returncode})"),
+        (returncode != 0, f"the job exits non-zero (got {returncode})"),
         (elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)"),
         (f"rank {last} left the loop after 2 steps" in out, f"rank {last} left the loop early"),
         ("collective timed out after" in err, "a timeout report is printed on stderr"),
