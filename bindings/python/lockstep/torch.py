@@ -372,6 +372,11 @@ class _Work(_c10d.Work):
         """Blocks until the call completed; raises its error (a lockstep.Error), or lockstep.TimeoutError when
         `timeout` (a timedelta or seconds; 0 or None: no limit) ran out first."""
         self._seen = True
+        return self._wait(timeout)
+
+    def _wait(self, timeout=None):
+        """wait(), without counting as the caller's: a blocking group's own wait, before the work reaches its caller
+        (C++ may still call wait() through the trampoline, which needs this object alive)."""
         seconds = _seconds(timeout)
         if not self._done.is_set():
             deadline = None if seconds is None else time.monotonic() + seconds
@@ -524,7 +529,7 @@ class ProcessGroupLockstep(_c10d.ProcessGroup):
     def _work(self, requests, result, finish=None, source=False):
         work = _Work(requests, result, finish, source, completer=not self.blocking)
         if self.blocking:
-            work.wait()
+            work._wait()
         return work
 
     def getBackendName(self):

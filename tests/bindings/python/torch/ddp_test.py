@@ -5,7 +5,8 @@ steps of the same small model from the same start on the same data give identica
 DDP reaches the process group from C++ (its Reducer's allreduce, _broadcast_coalesced for parameters and buffers,
 _verify_params_across_processes' allgather) and, with a Python communication hook, through Work.get_future(); both
 ways run here: the default hook, and find_unused_parameters with torch's allreduce_hook; then torch's fp16 compression
-hook and a hook of this file's own (an allreduce whose future is chained with .then()), equal to gloo's within 1e-6.
+hook and a hook of this file's own (an allreduce whose future is chained with .then()), equal to gloo's within 1e-6;
+and the default hook on a group whose calls wait before they return.
 Every rank starts from other parameters and another buffer, so the results are equal only if rank 0's state reached
 everyone. Last, DDP's allreduce is pending work: a hook on rank 0 sees its bucket's future not done while the other
 ranks provably have not started their backward (they wait for rank 0's go-ahead over gloo), so backward goes on
@@ -80,8 +81,8 @@ def mean_hook(state, bucket):
     return future.then(lambda done: done.value()[0] / size)
 
 
-def compare(variant, r, n, gloo, ddp_args, hook, tolerance=0.0):
-    ours = DistributedDataParallel(Net(r, variant == "unused"), **ddp_args)
+def compare(variant, r, n, gloo, ddp_args, hook, tolerance=0.0, group=None):
+    ours = DistributedDataParallel(Net(r, variant == "unused"), process_group=group, **ddp_args)
     oracle = DistributedDataParallel(Net(r, variant == "unused"), process_group=gloo, **ddp_args)
     if hook is not None:
         ours.register_comm_hook((dist.group.WORLD, n) if hook is mean_hook else None, hook)
@@ -130,6 +131,11 @@ def main():
     compare("unused", r, n, gloo, {"find_unused_parameters": True}, default_hooks.allreduce_hook)
     compare("fp16", r, n, gloo, {}, default_hooks.fp16_compress_hook, 1e-6)
     compare("user hook", r, n, gloo, {}, mean_hook, 1e-6)
+    # A group whose calls wait before they return (as without a progress thread): DDP's C++ side still waits on the
+    # works it gets, after the backend is done with them.
+    blocking = dist.new_group()
+    blocking.blocking = True
+    compare("blocking group", r, n, gloo, {}, None, group=blocking)
     check_overlap(r, n, gloo)
     dist.barrier(group=gloo)
     dist.destroy_process_group()
