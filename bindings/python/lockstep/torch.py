@@ -55,8 +55,16 @@ BACKEND = "lockstep"
 
 # torch's reduction → lockstep's. Bool tensors travel as uint8 (0/1): a sum there would store 2, so logical OR (sum)
 # and AND (product) are max and min, as torch's own bool arithmetic has it; the bitwise ops work on 0/1 as they are.
-_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "mean", "BAND": "band", "BOR": "bor"}
-_OPS["BXOR"] = "bxor"
+_OPS = {
+    "SUM": "sum",
+    "PRODUCT": "prod",
+    "MIN": "min",
+    "MAX": "max",
+    "AVG": "mean",
+    "BAND": "band",
+    "BOR": "bor",
+    "BXOR": "bxor",
+}
 _BOOL_OPS = {"SUM": "max", "PRODUCT": "min", "MIN": "min", "MAX": "max", "BAND": "band", "BOR": "bor", "BXOR": "bxor"}
 
 
@@ -265,9 +273,6 @@ def _count(tensors, size, call):
 
 
 # ------------------------------------------------------------------------------------------------ work
-
-# torch's "no timeout" (c10d's kNoTimeout is 0 ms; Python callers may also pass None).
-_NO_TIMEOUT = datetime.timedelta(0)
 
 
 def _seconds(timeout):
