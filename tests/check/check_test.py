@@ -2,6 +2,8 @@
 """Runs an MPI program under liblockstep_check.so (LD_PRELOAD) and checks what the checking library says.
 
 Usage: check_test.py MPIRUN LIBRARY NP MODE PROGRAM [ARGS...]
+  MPIRUN may be the lockstep program: the job is then started by `lockstep launch --check`, which finds the library
+  itself (LIBRARY is not used).
   clean-debug   debug mode on: the job exits 0 and nothing mentions lockstep check.
   clean-off     debug mode off: the same.
   bug:TEXT[|TEXT...]   debug mode on: every process prints the same report, which holds every TEXT, and the job
@@ -24,6 +26,9 @@ def run(mpirun, library, np, debug, program, args):
     env = dict(os.environ, LOCKSTEP_DEBUG_MODE="1" if debug else "0")
     command = [mpirun, "-n", str(np), "--oversubscribe", "--tag-output", "-x", f"LD_PRELOAD={library}", "-x",
                "LOCKSTEP_DEBUG_MODE", program, *args]
+    if os.path.basename(mpirun) == "lockstep":
+        command = [mpirun, "launch", "--check", "--debug" if debug else "--no-debug", "-n", str(np), "--oversubscribe",
+                   "--mpirun-args", "--tag-output", "--", program, *args]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
