@@ -255,6 +255,19 @@ static void ibcast_then_bcast(void) {
         if (rank == 1) MPI_Bcast(&token, 1, MPI_INT, 1, pair);
     }
     if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+    /* The same with a communicator duplication as the blocking call. */
+    MPI_Comm copy;
+    value = rank == 0 ? 43 : 0;
+    MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    if (rank == 0) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        EXPECT(value == 43);
+        MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+    }
+    MPI_Comm_free(&copy);
 }
 
 /* The same with a receive: process 0 blocks in a receive that process 1 sends only once its broadcast completed. */
