@@ -36,6 +36,7 @@ case "$flavour" in
       "-Dcpp_args=$common_flags -fno-sanitize-recover=undefined")
     # Tests that run no lockstep code of their own, or that cannot run against an instrumented library:
     #   format, format_gate, layers the clang-format gate and the layer table read sources; the plain build runs them
+    #   docs_paths, test_summary      Python alone: the paths docs/ names, and tools/test-summary.py
     #   exported_symbols           reads liblockstep.so's symbol table, which instrumentation changes
     #   install_and_pkgconfig      builds an uninstrumented program with pkg-config alone against the installed,
     #                              instrumented library: ASan refuses to start when its runtime is not loaded first
@@ -49,8 +50,8 @@ case "$flavour" in
     #                              (fewer_ranks=1 below); tests that exist only on 4 ranks stay
     # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
     suites=(--suite unit --suite mpi --suite fuzz)
-    exclude=(format format_gate layers exported_symbols c_api_abi install_and_pkgconfig 'hang_repeat_*' 'shm_hang_*_np3'
-      'shm_hang_*_np4' 'hang_exit_status_*')
+    exclude=(format format_gate layers docs_paths test_summary exported_symbols c_api_abi install_and_pkgconfig
+      'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*')
     include=()
     fewer_ranks=1
     # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests
@@ -152,6 +153,13 @@ if [ "${#tests[@]}" -eq 0 ]; then
   echo "tests/sanitizers/run.sh: $flavour: no tests selected" >&2
   exit 1
 fi
+# Those that may run side by side first, together (tools/test-order.py).
+mapfile -t ordered < <(python3 tools/test-order.py "$builddir" "${tests[@]}")
+if [ "${#ordered[@]}" -ne "${#tests[@]}" ]; then
+  echo "tests/sanitizers/run.sh: $flavour: tools/test-order.py failed" >&2
+  exit 1
+fi
+tests=("${ordered[@]}")
 
 # Only the programs of the selected tests are built (meson's introspection names each test's dependencies): the TSan
 # build then compiles a fraction of the project.
