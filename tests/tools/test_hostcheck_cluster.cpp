@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "mpi_launcher/child_process.hpp"
+#include "run_together.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -72,15 +73,9 @@ Run hostcheck(const std::vector<std::string>& args, std::vector<std::pair<std::s
     return finished(args, run_command(hostcheck_command(args, std::move(environment))));
 }
 
-// Several runs at the same time, each with its own time limit as above: runs that mostly wait (for a node's timeout,
-// a hanging launch) then wait together instead of one after the other.
 std::vector<Run> hostcheck_together(const std::vector<std::vector<std::string>>& runs) {
-    std::vector<Command> commands;
-    for (const auto& args : runs) commands.push_back(hostcheck_command(args));
-    const auto results = run_fanout(commands, FanoutOptions{});
-    std::vector<Run> out;
-    for (std::size_t i = 0; i < runs.size(); ++i) out.push_back(finished(runs[i], results.at(i)));
-    return out;
+    return run_together(
+        runs, [](const std::vector<std::string>& args) { return hostcheck_command(args); }, finished);
 }
 
 std::string cluster(const std::string& file) {

@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "mpi_launcher/child_process.hpp"
+#include "run_together.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -94,14 +95,9 @@ Run hostcheck(const std::vector<std::string>& args, const std::string& input = {
     return finished(args, run_command(hostcheck_command(args, input, std::move(environment))));
 }
 
-// Several runs at the same time (each as above): runs that wait out the same time limit wait it out together.
 std::vector<Run> hostcheck_together(const std::vector<std::vector<std::string>>& runs) {
-    std::vector<Command> commands;
-    for (const auto& args : runs) commands.push_back(hostcheck_command(args));
-    const auto results = run_fanout(commands, FanoutOptions{});
-    std::vector<Run> out;
-    for (std::size_t i = 0; i < runs.size(); ++i) out.push_back(finished(runs[i], results.at(i)));
-    return out;
+    return run_together(
+        runs, [](const std::vector<std::string>& args) { return hostcheck_command(args); }, finished);
 }
 
 // The report validates against docs/hostcheck.schema.json (skipped where python3-jsonschema is missing).
