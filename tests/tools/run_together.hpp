@@ -1,5 +1,5 @@
 #pragma once
-// The hostcheck tests' runs that mostly wait (for a node's timeout, a hanging launch, a resolver that does not answer):
+// Runs of a test that mostly wait (for a node's timeout, a hanging launch: tests/tools/test_hostcheck_cluster.cpp):
 // started at the same time through run_fanout, each with its own time limit, so that they wait together instead of
 // one after the other.
 

@@ -6,7 +6,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include "mpi_launcher/child_process.hpp"
-#include "run_together.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -60,8 +59,8 @@ struct Run {
     json doc;
 };
 
-Command hostcheck_command(const std::vector<std::string>& args, const std::string& input = {},
-                          std::vector<std::pair<std::string, std::string>> environment = {}) {
+Run hostcheck(const std::vector<std::string>& args, const std::string& input = {},
+              std::vector<std::pair<std::string, std::string>> environment = {}) {
     Command c;
     c.argv = {env("LOCKSTEP_EXE"), "hostcheck"};
     c.argv.insert(c.argv.end(), args.begin(), args.end());
@@ -78,26 +77,13 @@ Command hostcheck_command(const std::vector<std::string>& args, const std::strin
         environment.emplace_back("SLURM_JOB_NODELIST", "");
     }
     c.environment = std::move(environment);
-    return c;
-}
-
-Run finished(const std::vector<std::string>& args, const CommandResult& r) {
+    const auto r = run_command(c);
     BOOST_TEST_REQUIRE((r.ending == CommandResult::Ending::Exited), "lockstep did not exit: " << r.err);
     Run run{r.exit_code, r.out, r.err, {}};
     if (std::find(args.begin(), args.end(), "--json") != args.end()) run.doc = json::parse(r.out);
     BOOST_TEST_MESSAGE("hostcheck " << fmt::format("{}", fmt::join(args, " ")) << ": exit " << r.exit_code << "\n"
                                     << r.out << r.err);
     return run;
-}
-
-Run hostcheck(const std::vector<std::string>& args, const std::string& input = {},
-              std::vector<std::pair<std::string, std::string>> environment = {}) {
-    return finished(args, run_command(hostcheck_command(args, input, std::move(environment))));
-}
-
-std::vector<Run> hostcheck_together(const std::vector<std::vector<std::string>>& runs) {
-    return run_together(
-        runs, [](const std::vector<std::string>& args) { return hostcheck_command(args); }, finished);
 }
 
 // The report validates against docs/hostcheck.schema.json (skipped where python3-jsonschema is missing).
@@ -173,14 +159,7 @@ BOOST_AUTO_TEST_CASE(other_loopback_addresses_go_through_ssh) {
 
 BOOST_AUTO_TEST_CASE(alike_failures_fold_into_one_line) {
     const std::string list = "node[01-08,10].invalid,rack[1-2]-gpu[1-2].invalid,login[1-2].invalid";
-    // Folded, one line per host on request, and the JSON: three runs that may each wait out the 5 s resolution limit
-    // (where the resolver does not answer at once for .invalid), so they wait together.
-    const std::vector<Run> runs = hostcheck_together({
-        {"-w", list, "--timeout", "5", "--ssh-command", dead_ssh()},
-        {"-w", list, "--timeout", "5", "--ssh-command", dead_ssh(), "--no-fold"},
-        {"-w", list, "--timeout", "5", "--ssh-command", dead_ssh(), "--json"},
-    });
-    const Run& run = runs.at(0);
+    const Run run = hostcheck({"-w", list, "--timeout", "5", "--ssh-command", dead_ssh()});
     BOOST_TEST(run.exit_code == 1);
     BOOST_TEST(run.out.find("hosts from -w: Slurm node list, 15 hosts") != std::string::npos, run.out);
     BOOST_TEST(
@@ -192,9 +171,9 @@ BOOST_AUTO_TEST_CASE(alike_failures_fold_into_one_line) {
         run.out.find("summary: problems found: 15 hosts: 0 ok, 0 warnings, 15 failed (dns 15)") != std::string::npos,
         run.out);
     // One line per host on request, and in the JSON always.
-    const Run& each = runs.at(1);
+    const Run each = hostcheck({"-w", list, "--timeout", "5", "--ssh-command", dead_ssh(), "--no-fold"});
     BOOST_TEST(count(each.out, "remedy:") == 15u, each.out);
-    const Run& doc = runs.at(2);
+    const Run doc = hostcheck({"-w", list, "--timeout", "5", "--ssh-command", dead_ssh(), "--json"});
     BOOST_TEST(doc.doc["hosts"].size() == 15u);
     BOOST_TEST(doc.doc["summary"]["problems"]["dns"] == 15);
     check_schema(doc.out);
