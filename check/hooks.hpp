@@ -70,6 +70,10 @@ struct CallDescriptor {
     MPI_Datatype datatype = MPI_DATATYPE_NULL;
     const void* caller = nullptr;  // the program's return address
     CallKind kind = CallKind::Other;
+    // A wait or test: the program's requests as it passed them (before MPI sets completed ones to MPI_REQUEST_NULL),
+    // so that the watchdog can say what the wait waits for.
+    const MPI_Request* requests = nullptr;
+    int request_count = 0;
 };
 
 // ------------------------------------------------------------------ the hooks (implemented in check/watch.cpp)
@@ -77,7 +81,7 @@ using CallToken = std::uint64_t;
 
 // After MPI_Init/MPI_Init_thread returned (provided: the thread level MPI gave), and before MPI_Finalize.
 void on_init(int provided) noexcept;
-void on_finalize() noexcept;
+void on_finalize(const void* caller = nullptr) noexcept;  // the program's call of MPI_Finalize, if known
 // Around every intercepted call that may block; the token of call_begin goes to its call_end.
 [[nodiscard]] CallToken call_begin(const CallDescriptor& call) noexcept;
 void call_end(CallToken token) noexcept;

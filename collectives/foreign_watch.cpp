@@ -6,6 +6,7 @@
 #include <lockstep/foreign_watch.hpp>
 
 #include "watchdog.hpp"
+#include "watchdog/report.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -150,6 +151,10 @@ void end_point_to_point(Watched* comm) noexcept {
     } else {
         comm->point_to_point->end();
     }
+}
+
+void set_symbolizer(Symbolizer symbolizer) noexcept {
+    detail::set_code_address_namer(symbolizer);
 }
 
 void set_phase(std::string phase, const void* caller) {

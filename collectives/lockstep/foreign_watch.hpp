@@ -59,6 +59,11 @@ struct WatchOptions {
     std::function<void(const std::string& report)> on_timeout;
 };
 
+// How reports name a caller's return address ("main (app.c:12)"), called on a watchdog thread when a report is built
+// (it must not call MPI); without one, reports show the module and offset ("app+0x1a2b").
+using Symbolizer = std::string (*)(const void* return_address);
+LOCKSTEP_API void set_symbolizer(Symbolizer symbolizer) noexcept;
+
 // A watched communicator (opaque); valid until forget().
 struct Watched;
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -33,7 +34,21 @@ std::string call_name(const CallRecord& r) {
     return r.foreign == ForeignKind::none ? std::string(op_name(r.op)) : std::string(r.name != nullptr ? r.name : "?");
 }
 
+namespace {
+std::atomic<std::string (*)(const void*)> code_address_namer{nullptr};
+}  // namespace
+
+void set_code_address_namer(std::string (*namer)(const void* address)) noexcept {
+    code_address_namer.store(namer, std::memory_order_release);
+}
+
 std::string code_address_text(const void* address) {
+    if (const auto namer = code_address_namer.load(std::memory_order_acquire); namer != nullptr && address != nullptr) {
+        try {
+            return namer(address);
+        } catch (...) {  // the raw form below
+        }
+    }
     Dl_info info{};
     if (address != nullptr && ::dladdr(address, &info) != 0 && info.dli_fname != nullptr) {
         const auto offset =
