@@ -118,6 +118,16 @@ void progress_deferred();
 // Waits for `request` (a PMPI request) while moving deferred calls on; MPI's return code.
 int wait_progressing(MPI_Request* request, MPI_Status* status);
 
+// A blocking call of an entry point: `blocking()` (the PMPI_ call) when nothing is deferred, else its I-form
+// `start(&request)` and wait_progressing.
+template <class Blocking, class Start>
+int run_blocking(Blocking blocking, Start start, MPI_Status* status) {
+    if (!deferred_pending()) return blocking();
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (const int rc = start(&request); rc != MPI_SUCCESS) return rc;
+    return wait_progressing(&request, status);
+}
+
 // In debug mode, a request the program started (its handle, as the program holds it): MPI_Finalize names those that
 // were never completed or freed ("a request never waited for"). The wait, test, free and cancel entry points (the
 // core's) forget it when it completes. Does nothing with debug mode off.

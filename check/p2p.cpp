@@ -34,19 +34,6 @@ private:
     CallToken token_;
 };
 
-// Debug mode with deferred collectives in flight: blocking calls must not block in MPI.
-bool must_progress() noexcept {
-    return debug_mode && deferred_pending();
-}
-
-// The non-blocking form `start` (which posts into its request argument), then a wait that moves deferred calls on.
-template <class Start>
-int progressing(Start start, MPI_Status* status) {
-    MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = start(&request);
-    return rc == MPI_SUCCESS ? wait_progressing(&request, status) : rc;
-}
-
 // A probe that tests until a message is there, moving deferred calls on.
 template <class Test>
 int probe_progressing(Test test) {
@@ -89,11 +76,9 @@ using namespace lockstep::check;
         LOCKSTEP_CHECK_PASS_THROUGH(P##NAME(buf, count, datatype, dest, tag, comm));                                \
         const PointToPointScope scope(descriptor(#NAME, comm, dest, tag, count, datatype, LOCKSTEP_CHECK_CALLER()), \
                                       Direction::send);                                                             \
-        if (must_progress()) {                                                                                      \
-            return progressing([&](MPI_Request* r) { return P##INAME(buf, count, datatype, dest, tag, comm, r); },  \
-                               MPI_STATUS_IGNORE);                                                                  \
-        }                                                                                                           \
-        return P##NAME(buf, count, datatype, dest, tag, comm);                                                      \
+        return run_blocking([&] { return P##NAME(buf, count, datatype, dest, tag, comm); },                         \
+                            [&](MPI_Request* r) { return P##INAME(buf, count, datatype, dest, tag, comm, r); },     \
+                            MPI_STATUS_IGNORE);                                                                     \
     }
 LOCKSTEP_CHECK_SEND(MPI_Send, MPI_Isend)
 LOCKSTEP_CHECK_SEND(MPI_Ssend, MPI_Issend)
@@ -124,11 +109,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Recv(void* buf, int count, MPI_Datatype datatype, i
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
     const PointToPointScope scope(descriptor("MPI_Recv", comm, source, tag, count, datatype, LOCKSTEP_CHECK_CALLER()),
                                   Direction::receive);
-    if (must_progress()) {
-        return progressing([&](MPI_Request* r) { return PMPI_Irecv(buf, count, datatype, source, tag, comm, r); },
-                           status);
-    }
-    return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+    return run_blocking([&] { return PMPI_Recv(buf, count, datatype, source, tag, comm, status); },
+                        [&](MPI_Request* r) { return PMPI_Irecv(buf, count, datatype, source, tag, comm, r); }, status);
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
@@ -152,13 +134,14 @@ LOCKSTEP_CHECK_ENTRY int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Da
     const PointToPointScope scope(
         descriptor("MPI_Sendrecv", comm, source, recvtag, recvcount, recvtype, LOCKSTEP_CHECK_CALLER()),
         Direction::receive);
-    if (must_progress()) {
+    if (deferred_pending()) {
+        // Both halves posted before either is waited for, as MPI_Sendrecv itself cannot deadlock on them.
         MPI_Request receive = MPI_REQUEST_NULL;
+        MPI_Request send = MPI_REQUEST_NULL;
         int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &receive);
         if (rc != MPI_SUCCESS) return rc;
-        rc = progressing(
-            [&](MPI_Request* r) { return PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, r); },
-            MPI_STATUS_IGNORE);
+        rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
+        if (rc == MPI_SUCCESS) rc = wait_progressing(&send, MPI_STATUS_IGNORE);
         const int received = wait_progressing(&receive, status);
         return rc != MPI_SUCCESS ? rc : received;
     }
@@ -181,7 +164,7 @@ LOCKSTEP_CHECK_ENTRY int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Statu
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Probe(source, tag, comm, status));
     const PointToPointScope scope(
         descriptor("MPI_Probe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()), Direction::receive);
-    if (must_progress())
+    if (deferred_pending())
         return probe_progressing([&](int* found) { return PMPI_Iprobe(source, tag, comm, found, status); });
     return PMPI_Probe(source, tag, comm, status);
 }
@@ -191,7 +174,7 @@ LOCKSTEP_CHECK_ENTRY int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Mess
     const PointToPointScope scope(
         descriptor("MPI_Mprobe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()),
         Direction::receive);
-    if (must_progress()) {
+    if (deferred_pending()) {
         return probe_progressing([&](int* found) { return PMPI_Improbe(source, tag, comm, found, message, status); });
     }
     return PMPI_Mprobe(source, tag, comm, message, status);
