@@ -48,7 +48,7 @@ struct CallRecord {
     int ndim = 0;
     int root = -1;
     int message_tag = 0;
-    std::int64_t dims[max_record_dims] = {};
+    std::int64_t dims[max_record_dims];  // the first ndim; the rest is left unset (no zeroing on the per-call path)
     const char* file = "";
     unsigned line = 0;
     const char* function = "";
