@@ -10,7 +10,7 @@
 //
 // The per-call path: which communicator a call is on is found through a per-thread one-entry cache, then a hash map;
 // with MPI_THREAD_MULTIPLE the maps (communicators, requests) take a mutex, below it only the program's one thread at a
-// time touches them (MPI's rule for those levels). A wait finds the request it waits for in the map of requests the
+// time touches them (MPI's rule for those levels). A wait finds the request it waits for in the table of requests the
 // program started (p2p.cpp's non-blocking sends and receives, the core's non-blocking collectives).
 
 #include "hooks.hpp"
@@ -47,6 +47,75 @@ struct RequestRecord {
     const void* caller = nullptr;
 };
 
+// The requests the program started and has not seen complete, by handle: open addressing with linear probing in a
+// table allocated once, so that recording a request allocates nothing. Three quarters full, a new request goes
+// unrecorded (a wait for it is then not watched); a handle MPI reuses replaces its old entry.
+class RequestTable {
+public:
+    void put(MPI_Request key, const RequestRecord& record) noexcept {
+        std::size_t i = home(key);
+        while (slots_[i].key != MPI_REQUEST_NULL && slots_[i].key != key) i = (i + 1) & mask;
+        if (slots_[i].key == MPI_REQUEST_NULL) {
+            if (used_ >= capacity / 4 * 3) return;
+            ++used_;
+        }
+        slots_[i] = {key, record};
+    }
+    [[nodiscard]] const RequestRecord* find(MPI_Request key) const noexcept {
+        for (std::size_t i = home(key); slots_[i].key != MPI_REQUEST_NULL; i = (i + 1) & mask) {
+            if (slots_[i].key == key) return &slots_[i].record;
+        }
+        return nullptr;
+    }
+    // Backward-shift deletion: the entries after the hole that belong before it move up, so that no probe sequence
+    // is cut.
+    void erase(MPI_Request key) noexcept {
+        std::size_t hole = home(key);
+        while (slots_[hole].key != key) {
+            if (slots_[hole].key == MPI_REQUEST_NULL) return;
+            hole = (hole + 1) & mask;
+        }
+        --used_;
+        for (std::size_t next = (hole + 1) & mask; slots_[next].key != MPI_REQUEST_NULL; next = (next + 1) & mask) {
+            const std::size_t want = home(slots_[next].key);
+            // The entry at `next` may move to the hole unless its home lies cyclically in (hole, next].
+            const bool stays = hole <= next ? (hole < want && want <= next) : (hole < want || want <= next);
+            if (stays) continue;
+            slots_[hole] = slots_[next];
+            hole = next;
+        }
+        slots_[hole].key = MPI_REQUEST_NULL;
+    }
+    // Every request of a communicator the program freed. An erase may shift a later entry into slot i: look again.
+    void erase_communicator(const foreign::Watched* comm) noexcept {
+        for (std::size_t i = 0; i < capacity; ++i) {
+            while (slots_[i].key != MPI_REQUEST_NULL && slots_[i].record.comm == comm) erase(slots_[i].key);
+        }
+    }
+
+private:
+    static constexpr std::size_t capacity = 4096;  // a power of two
+    static constexpr std::size_t mask = capacity - 1;
+    struct Slot {
+        MPI_Request key = MPI_REQUEST_NULL;
+        RequestRecord record;
+    };
+    // Open MPI's handles are pointers, MPICH's integers: either is mixed (Fibonacci hashing) into the table's range.
+    template <class Handle>
+    static std::uint64_t bits(Handle h) noexcept {
+        if constexpr (std::is_pointer_v<Handle>) {
+            return reinterpret_cast<std::uintptr_t>(h);
+        } else {
+            return static_cast<std::uint64_t>(h);
+        }
+    }
+    static std::size_t home(MPI_Request key) noexcept {
+        return static_cast<std::size_t>((bits(key) * 0x9E3779B97F4A7C15ULL) >> 52);  // the top 12 bits: 4096 slots
+    }
+    std::vector<Slot> slots_ = std::vector<Slot>(capacity);
+    std::size_t used_ = 0;
+};
+
 struct WatchState {
     bool on = false;       // the watchdog runs and a timeout is set
     bool threads = false;  // MPI_THREAD_MULTIPLE: the maps take the mutex
@@ -54,7 +123,7 @@ struct WatchState {
     int any_source = MPI_ANY_SOURCE;
     std::mutex mutex;
     std::unordered_map<MPI_Comm, foreign::Watched*> comms;
-    std::unordered_map<MPI_Request, RequestRecord> requests;
+    RequestTable requests;
     // Bumped whenever a communicator is forgotten: the per-thread caches of the last communicator compare it.
     std::atomic<std::uint64_t> generation{1};
 };
@@ -165,7 +234,7 @@ std::optional<RequestRecord> request_waited_for(const CallDescriptor& call) noex
     const MapLock lock(s);
     for (int i = 0; i < call.request_count; ++i) {
         if (call.requests[i] == MPI_REQUEST_NULL) continue;
-        if (const auto it = s.requests.find(call.requests[i]); it != s.requests.end()) return it->second;
+        if (const RequestRecord* r = s.requests.find(call.requests[i]); r != nullptr) return *r;
     }
     return std::nullopt;
 }
@@ -211,15 +280,10 @@ void request_begun(MPI_Request request, const CallDescriptor& call, foreign::Dir
     if (w == nullptr) return;
     try {
         const MapLock lock(s);
-        s.requests[request] = {w,
-                               call.function,
-                               direction,
-                               peer_of(call.peer),
-                               tag_of(call.tag),
-                               call.datatype == MPI_DATATYPE_NULL ? -1 : call.count,
-                               datatype_name(call.datatype),
-                               call.caller};
-    } catch (...) {  // out of memory: the wait is then reported without its request
+        s.requests.put(
+            request, {w, call.function, direction, peer_of(call.peer), tag_of(call.tag),
+                      call.datatype == MPI_DATATYPE_NULL ? -1 : call.count, datatype_name(call.datatype), call.caller});
+    } catch (...) {  // the mutex failed: the wait is then not watched
     }
 }
 
@@ -322,7 +386,7 @@ void communicator_freed(MPI_Comm comm) noexcept {
             w = it->second;
             s.comms.erase(it);
         }
-        std::erase_if(s.requests, [&](const auto& r) { return r.second.comm == w; });
+        if (w != nullptr) s.requests.erase_communicator(w);
         s.generation.fetch_add(1, std::memory_order_acq_rel);
     }
     foreign::forget(w);
