@@ -67,6 +67,22 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MP
     LOCKSTEP_CHECK_CONSTRUCTOR("MPI_Comm_dup_with_info", comm, 0, PMPI_Comm_dup_with_info(comm, info, newcomm));
 }
 
+LOCKSTEP_CHECK_ENTRY int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+    LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Comm_idup(comm, newcomm, request));
+    const void* caller = LOCKSTEP_CHECK_CALLER();
+    const CallDescriptor call{"MPI_Comm_idup",     comm, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller,
+                              CallKind::Collective};
+    const int rc = PMPI_Comm_idup(comm, newcomm, request);
+    if (rc != MPI_SUCCESS) return rc;
+    if (debug_mode) {
+        const InsideLockstep inside;
+        register_nonblocking_dup(*newcomm, comm, "MPI_Comm_idup", caller);
+    }
+    request_started(*request, call);
+    communicator_created(*newcomm, comm, "MPI_Comm_idup", caller);
+    return rc;
+}
+
 LOCKSTEP_CHECK_ENTRY int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Comm_split(comm, color, key, newcomm));
     LOCKSTEP_CHECK_CONSTRUCTOR("MPI_Comm_split", comm, static_cast<std::uint64_t>(static_cast<unsigned>(color)),

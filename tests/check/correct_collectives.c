@@ -250,6 +250,12 @@ int main(int argc, char** argv) {
     MPI_Comm_split(dup, rank % 2, -rank, &half);
     blocking_collectives(half);
     nonblocking_collectives(half);
+    MPI_Comm idup;
+    MPI_Request idup_request;
+    MPI_Comm_idup(half, &idup, &idup_request);
+    MPI_Wait(&idup_request, MPI_STATUS_IGNORE);
+    nonblocking_collectives(idup);
+    MPI_Comm_free(&idup);
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Barrier(node);
     MPI_Group world_group, first_two;
