@@ -145,7 +145,7 @@ void forget_communicator(MPI_Comm comm) {
         if (it == reg.live.end()) return;
         record = std::move(it->second);
         reg.live.erase(it);
-        if (record->id != 0) {
+        if (record->id != 0 && record->size > 1) {
             reg.freed.push_back({record->id, record->collectives, record->size, communicator_label(*record)});
         }
     }
@@ -157,7 +157,7 @@ std::vector<CommunicatorCount> communicator_counts() {
     std::shared_lock lock(reg.mutex);
     std::vector<CommunicatorCount> counts = reg.freed;
     for (const auto& [comm, r] : reg.live) {
-        if (!r->inter && r->id != 0) counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
+        if (!r->inter && r->id != 0 && r->size > 1) counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
     }
     return counts;
 }

@@ -57,8 +57,9 @@ void register_predefined_communicators();
 // "MPI_COMM_WORLD", "the communicator of MPI_Comm_split at f (file:line)".
 [[nodiscard]] std::string communicator_label(const CommunicatorRecord& comm);
 
-// What MPI_Finalize compares: one row per communicator the program made, freed or not (rows with the same
-// identifier are added up).
+// What MPI_Finalize compares: one row per communicator of two or more processes the program made, freed or not (rows
+// with the same identifier are added up). A communicator of one process (MPI_COMM_SELF, a duplicate of it) is another
+// communicator on every process, whatever its identifier.
 struct CommunicatorCount {
     std::uint64_t id;
     std::uint64_t collectives;

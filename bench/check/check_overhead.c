@@ -11,8 +11,12 @@ typedef void (*call_fn)(void);
 static int in_value = 1, out_value;
 static MPI_Request request;
 
-static void allreduce(void) { MPI_Allreduce(&in_value, &out_value, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); }
-static void bcast(void) { MPI_Bcast(&in_value, 1, MPI_INT, 0, MPI_COMM_WORLD); }
+static void allreduce(void) {
+    MPI_Allreduce(&in_value, &out_value, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+static void bcast(void) {
+    MPI_Bcast(&in_value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+}
 static void iallreduce(void) {
     MPI_Iallreduce(&in_value, &out_value, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &request);
     MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -45,7 +49,10 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int iterations = argc > 1 ? atoi(argv[1]) : 20000;
     const char* label = argc > 2 ? argv[2] : "";
-    const struct { const char* name; call_fn call; } calls[] = {
+    const struct {
+        const char* name;
+        call_fn call;
+    } calls[] = {
         {"MPI_Test(MPI_REQUEST_NULL)", test_null},
         {"MPI_Allreduce 4 B", allreduce},
         {"MPI_Bcast 4 B", bcast},

@@ -24,13 +24,37 @@ TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$")
 
 def run(mpirun, library, np, debug, program, args):
     env = dict(os.environ, LOCKSTEP_DEBUG_MODE="1" if debug else "0")
-    command = [mpirun, "-n", str(np), "--oversubscribe", "--tag-output", "-x", f"LD_PRELOAD={library}", "-x",
-               "LOCKSTEP_DEBUG_MODE", program, *args]
+    command = [
+        mpirun,
+        "-n",
+        str(np),
+        "--oversubscribe",
+        "--tag-output",
+        "-x",
+        f"LD_PRELOAD={library}",
+        "-x",
+        "LOCKSTEP_DEBUG_MODE",
+        program,
+        *args,
+    ]
     if os.path.basename(mpirun) == "lockstep":
-        command = [mpirun, "launch", "--check", "--debug" if debug else "--no-debug", "-n", str(np), "--oversubscribe",
-                   "--mpirun-args", "--tag-output", "--", program, *args]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+        command = [
+            mpirun,
+            "launch",
+            "--check",
+            "--debug" if debug else "--no-debug",
+            "-n",
+            str(np),
+            "--oversubscribe",
+            "--mpirun-args",
+            "--tag-output",
+            "--",
+            program,
+            *args,
+        ]
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=LIMIT_SECONDS)
     except subprocess.TimeoutExpired:
@@ -66,8 +90,14 @@ def reports(output, np):
 
 
 def main():
-    mpirun, library, np, mode, program, args = (sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4],
-                                                sys.argv[5], sys.argv[6:])
+    mpirun, library, np, mode, program, args = (
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]),
+        sys.argv[4],
+        sys.argv[5],
+        sys.argv[6:],
+    )
     checks = []
     if mode.startswith("clean-"):
         code, output = run(mpirun, library, np, mode == "clean-debug", program, args)

@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
     if (strcmp(bug, "count") == 0) {
         MPI_Allreduce(ints, out, rank == 0 ? 4 : 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     } else if (strcmp(bug, "type") == 0) {
-        if (rank == 0) MPI_Bcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD);
-        else MPI_Bcast(floats, 4, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        if (rank == 0)
+            MPI_Bcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD);
+        else
+            MPI_Bcast(floats, 4, MPI_FLOAT, 0, MPI_COMM_WORLD);
     } else if (strcmp(bug, "skip") == 0) {
         if (rank != 1) MPI_Bcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Allreduce(ints, out, 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -47,22 +49,39 @@ int main(int argc, char** argv) {
         int* rd = calloc((size_t)size, sizeof(int));
         int* sb = calloc(64, sizeof(int));
         int* rb = calloc(64, sizeof(int));
-        for (int j = 0; j < size; ++j) { sc[j] = 1; rc[j] = 1; sd[j] = j * 2; rd[j] = j * 2; }
+        for (int j = 0; j < size; ++j) {
+            sc[j] = 1;
+            rc[j] = 1;
+            sd[j] = j * 2;
+            rd[j] = j * 2;
+        }
         if (rank == 0) sc[1] = 2;
         MPI_Alltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, MPI_COMM_WORLD);
-        free(sc); free(rc); free(sd); free(rd); free(sb); free(rb);
+        free(sc);
+        free(rc);
+        free(sd);
+        free(rd);
+        free(sb);
+        free(rb);
     } else if (strcmp(bug, "gatherv") == 0) {
         int* counts = calloc((size_t)size, sizeof(int));
         int* displs = calloc((size_t)size, sizeof(int));
-        for (int r = 0; r < size; ++r) { counts[r] = 2; displs[r] = 2 * r; }
+        for (int r = 0; r < size; ++r) {
+            counts[r] = 2;
+            displs[r] = 2 * r;
+        }
         int* all = calloc((size_t)(3 * size), sizeof(int));
         MPI_Gatherv(ints, rank == size - 1 ? 3 : 2, MPI_INT, all, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
-        free(counts); free(displs); free(all);
+        free(counts);
+        free(displs);
+        free(all);
     } else if (strcmp(bug, "ibcast") == 0) {
         double doubles[4];
         MPI_Request req;
-        if (rank == 0) MPI_Ibcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD, &req);
-        else MPI_Ibcast(doubles, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+        if (rank == 0)
+            MPI_Ibcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD, &req);
+        else
+            MPI_Ibcast(doubles, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
     } else if (strcmp(bug, "op") == 0) {
         MPI_Allreduce(ints, out, 4, MPI_INT, rank == 0 ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
