@@ -126,6 +126,7 @@ struct WatchState {
     int any_source = MPI_ANY_SOURCE;
     std::mutex mutex;
     std::unordered_map<MPI_Comm, foreign::Watched*> comms;
+    std::unordered_map<MPI_Comm, std::uint64_t> duplicates_made;  // MPI_Comm_idup's of each communicator so far
     RequestTable requests;
     // Bumped whenever a communicator is forgotten: the per-thread caches of the last communicator compare it.
     std::atomic<std::uint64_t> generation{1};
@@ -242,6 +243,21 @@ std::optional<RequestRecord> request_waited_for(const CallDescriptor& call) noex
     return std::nullopt;
 }
 
+foreign::WatchOptions options(std::string name) {
+    const WatchState& s = state();
+    return {.timeout = s.timeout, .threads_share_point_to_point = s.threads, .name = std::move(name)};
+}
+
+void remember(MPI_Comm comm, foreign::Watched* watched) {
+    WatchState& s = state();
+    const MapLock lock(s);
+    if (auto [it, added] = s.comms.emplace(comm, watched); !added) {
+        foreign::forget(it->second);
+        it->second = watched;
+    }
+    s.generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
 void watch_communicator(MPI_Comm comm, std::string name) {
     WatchState& s = state();
     int inter = 0;
@@ -255,14 +271,23 @@ void watch_communicator(MPI_Comm comm, std::string name) {
                        static_cast<int>(mine.size()), MPI_BYTE, comm) != MPI_SUCCESS) {
         return;
     }
-    foreign::Watched* watched = foreign::watch(
-        members, {.timeout = s.timeout, .threads_share_point_to_point = s.threads, .name = std::move(name)});
-    const MapLock lock(s);
-    if (auto [it, added] = s.comms.emplace(comm, watched); !added) {
-        foreign::forget(it->second);
-        it->second = watched;
+    remember(comm, foreign::watch(members, options(std::move(name))));
+}
+
+// A non-blocking duplicate is not usable before its request completes, so no exchange can run on it: it is registered
+// with its parent's members (the same, in the same order), under an id derived from the parent's.
+void watch_nonblocking_duplicate(MPI_Comm comm, MPI_Comm parent, const char* function) {
+    WatchState& s = state();
+    foreign::Watched* of = nullptr;
+    std::uint64_t index = 0;
+    {
+        const MapLock lock(s);
+        const auto it = s.comms.find(parent);
+        if (it == s.comms.end()) return;
+        of = it->second;
+        index = s.duplicates_made[parent]++;
     }
-    s.generation.fetch_add(1, std::memory_order_acq_rel);
+    remember(comm, foreign::watch_duplicate(of, index, options(fmt::format("a communicator from {}", function))));
 }
 
 }  // namespace
@@ -365,15 +390,15 @@ void request_completed(MPI_Request request) noexcept {
     s.requests.erase(request);
 }
 
-void communicator_created(MPI_Comm created, MPI_Comm /*parent*/, const char* function,
-                          const void* /*caller*/) noexcept {
+void communicator_created(MPI_Comm created, MPI_Comm parent, const char* function, const void* /*caller*/) noexcept {
     if (!state().on || created == MPI_COMM_NULL) return;
     const InsideLockstep inside;
     try {
         if (created == MPI_COMM_SELF) return;  // its collectives cannot wait for anyone
-        // A non-blocking duplicate is not usable before its request completes, so the exchange cannot run on it
-        // now, and running it later could meet the members at different points: its calls are not watched.
-        if (std::string_view(function).starts_with("MPI_Comm_idup")) return;
+        if (std::string_view(function).starts_with("MPI_Comm_idup")) {
+            watch_nonblocking_duplicate(created, parent, function);
+            return;
+        }
         watch_communicator(created, created == MPI_COMM_WORLD ? std::string("MPI_COMM_WORLD")
                                                               : fmt::format("a communicator from {}", function));
     } catch (const std::exception& e) {
@@ -391,6 +416,7 @@ void communicator_freed(MPI_Comm comm) noexcept {
         if (const auto it = s.comms.find(comm); it != s.comms.end()) {
             w = it->second;
             s.comms.erase(it);
+            s.duplicates_made.erase(comm);
         }
         if (w != nullptr) s.requests.erase_communicator(w);
         s.generation.fetch_add(1, std::memory_order_acq_rel);

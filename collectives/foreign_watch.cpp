@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -17,7 +18,8 @@ namespace lockstep::foreign {
 
 struct Watched {
     std::uint64_t id = 0;
-    detail::Board* collectives = nullptr;  // null when the timeout is 0
+    std::vector<detail::Endpoint> members;  // for watch_duplicate
+    detail::Board* collectives = nullptr;   // null when the timeout is 0
     detail::Board* point_to_point = nullptr;
     bool shared = false;      // point-to-point writers serialise on the board's mutex
     std::uint64_t calls = 0;  // collectives begun: their call numbers
@@ -86,6 +88,26 @@ double configured_timeout() {
     return config().timeout;
 }
 
+namespace {
+
+Watched* register_watched(std::uint64_t id, std::vector<detail::Endpoint> members, WatchOptions options) {
+    auto& watchdog = detail::Watchdog::instance();
+    auto watched = std::make_unique<Watched>();
+    watched->id = id;
+    watched->members = members;
+    watched->shared = options.threads_share_point_to_point;
+    const detail::Boards boards =
+        watchdog.register_communicator(id, std::move(members), options.timeout, std::move(options.on_timeout));
+    if (!options.name.empty()) watchdog.name_communicator(id, std::move(options.name));
+    if (options.timeout > 0.0) {
+        watched->collectives = boards.collectives;
+        watched->point_to_point = boards.point_to_point;
+    }
+    return watched.release();
+}
+
+}  // namespace
+
 Watched* watch(std::span<const EndpointBytes> members, WatchOptions options) {
     std::vector<detail::Endpoint> endpoints(members.size());
     std::uint64_t id = 0;
@@ -97,18 +119,18 @@ Watched* watch(std::span<const EndpointBytes> members, WatchOptions options) {
         std::scoped_lock lock(counter_mutex);
         next_id = std::max(next_id, id + 1);
     }
-    auto& watchdog = detail::Watchdog::instance();
-    auto watched = std::make_unique<Watched>();
-    watched->id = foreign_ids | id;
-    watched->shared = options.threads_share_point_to_point;
-    const detail::Boards boards = watchdog.register_communicator(watched->id, std::move(endpoints), options.timeout,
-                                                                 std::move(options.on_timeout));
-    if (!options.name.empty()) watchdog.name_communicator(watched->id, std::move(options.name));
-    if (options.timeout > 0.0) {
-        watched->collectives = boards.collectives;
-        watched->point_to_point = boards.point_to_point;
-    }
-    return watched.release();
+    return register_watched(foreign_ids | id, std::move(endpoints), std::move(options));
+}
+
+Watched* watch_duplicate(const Watched* parent, std::uint64_t index, WatchOptions options) {
+    if (parent == nullptr) return nullptr;
+    // A mix of the parent's id and the index (splitmix64's finaliser): far from the counted ids, and from the
+    // duplicates of other parents.
+    std::uint64_t id = parent->id ^ (0x9E3779B97F4A7C15ULL * (index + 1));
+    id = (id ^ (id >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    id = (id ^ (id >> 27)) * 0x94D049BB133111EBULL;
+    id ^= id >> 31;
+    return register_watched(foreign_ids | id, parent->members, std::move(options));
 }
 
 void forget(Watched* comm) noexcept {

@@ -69,6 +69,11 @@ struct Watched;
 
 // Registers a communicator whose members' endpoints are `members`, in its rank order (this process among them).
 [[nodiscard]] LOCKSTEP_API Watched* watch(std::span<const EndpointBytes> members, WatchOptions options);
+// A communicator made without a chance to exchange endpoints (MPI_Comm_idup: not usable before its request
+// completes), with the same members in the same order as `parent`: registered with the parent's endpoints, under an id
+// that every member derives alike from the parent's and `index`, the number of such duplicates made of the parent
+// before (the same on every member, since they make them in the same order).
+[[nodiscard]] LOCKSTEP_API Watched* watch_duplicate(const Watched* parent, std::uint64_t index, WatchOptions options);
 // Stops watching it (its last call still shows in reports of other communicators). Null: nothing.
 LOCKSTEP_API void forget(Watched* comm) noexcept;
 // Renames it in reports (e.g. once the program named it with MPI_Comm_set_name).
