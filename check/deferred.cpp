@@ -21,6 +21,7 @@
 
 #include "collective.hpp"
 #include "entry.hpp"
+#include "python_site.hpp"
 
 #include <lockstep/base/symbolizer.hpp>
 
@@ -153,7 +154,7 @@ void finish(Pending& p) {
 // Every process found the same disagreement: one more exchange brings every process's call site, then the report.
 void fail(Pending& p, const std::string& headline) {
     detail::FixedText<200> site{};
-    site.assign(base::describe_call_site(p.call.caller), true);
+    site.assign(report_call_site(p.call.caller), true);
     std::vector<detail::FixedText<200>> out;
     std::vector<detail::FixedText<200>> sites;
     std::vector<std::string> site_texts;
