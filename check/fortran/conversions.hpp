@@ -1,0 +1,126 @@
+// What a Fortran MPI entry point turns into C before it calls the C function: handles (MPI_Fint), Fortran's
+// sentinels (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE, which are the addresses of common blocks), LOGICALs,
+// 1-based indices and the arrays of requests and statuses the completion calls take. entry_points.py generates the
+// entry points out of these pieces; every entry point converts its arguments exactly as Open MPI's own Fortran
+// bindings do (ompi/mpi/fortran/mpif-h/*_f.c), so that the C call is the one the program would have made.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+// Open MPI's Fortran sentinels: common blocks that libmpi.so defines and mpif.h, `use mpi` and `use mpi_f08` name
+// (nm -D libmpi.so: mpi_fortran_in_place_, ...). Weak, so that a libmpi without Fortran support still loads the
+// library; an absent one is a null address, which no Fortran argument matches (the comparisons check for it).
+extern "C" {
+extern int mpi_fortran_in_place_ __attribute__((weak));
+extern int mpi_fortran_bottom_ __attribute__((weak));
+extern int mpi_fortran_status_ignore_ __attribute__((weak));
+extern int mpi_fortran_statuses_ignore_ __attribute__((weak));
+}
+
+namespace lockstep::check::fortran {
+
+static_assert(sizeof(MPI_Fint) == sizeof(int), "count and displacement arrays are passed to C as they are");
+// A Fortran status is MPI_STATUS_SIZE INTEGERs; Open MPI sizes it as the C struct.
+inline constexpr std::size_t kStatusSize = sizeof(MPI_Status) / sizeof(MPI_Fint);
+// gfortran's .TRUE.; any non-zero LOGICAL reads as true.
+inline constexpr MPI_Fint kTrue = 1;
+
+inline bool is_sentinel(const void* argument, const void* sentinel) noexcept {
+    return sentinel != nullptr && argument == sentinel;
+}
+
+// A choice buffer: MPI_IN_PLACE and MPI_BOTTOM arrive as the addresses of their common blocks.
+inline void* choice_buffer(void* fortran) noexcept {
+    if (is_sentinel(fortran, &mpi_fortran_in_place_)) return MPI_IN_PLACE;
+    if (is_sentinel(fortran, &mpi_fortran_bottom_)) return MPI_BOTTOM;
+    return fortran;
+}
+
+inline void set_error(MPI_Fint* ierror, int rc) noexcept {
+    if (ierror != nullptr) *ierror = static_cast<MPI_Fint>(rc);  // optional in mpi_f08
+}
+
+inline MPI_Fint logical(int value) noexcept { return value != 0 ? kTrue : 0; }
+
+// A Fortran index is 1-based; MPI_UNDEFINED stays itself.
+inline MPI_Fint fortran_index(int c_index) noexcept {
+    return c_index == MPI_UNDEFINED ? static_cast<MPI_Fint>(MPI_UNDEFINED) : static_cast<MPI_Fint>(c_index + 1);
+}
+
+// One status out: MPI_STATUS_IGNORE passes through, anything else is converted back after the call.
+class StatusOut {
+public:
+    explicit StatusOut(MPI_Fint* fortran) noexcept
+        : fortran_(is_sentinel(fortran, &mpi_fortran_status_ignore_) ? nullptr : fortran) {}
+    MPI_Status* c() noexcept { return fortran_ == nullptr ? MPI_STATUS_IGNORE : &c_; }
+    void write_back() noexcept {
+        if (fortran_ != nullptr) MPI_Status_c2f(&c_, fortran_);
+    }
+
+private:
+    MPI_Fint* fortran_;
+    MPI_Status c_{};
+};
+
+// Room for n converted elements: on the stack for the common small counts, on the heap beyond.
+template <class T, std::size_t kInline = 16>
+class Scratch {
+public:
+    explicit Scratch(MPI_Fint n) noexcept {
+        const std::size_t count = n > 0 ? static_cast<std::size_t>(n) : 0;
+        if (count > kInline) heap_.reset(new (std::nothrow) T[count]);
+        data_ = count > kInline ? heap_.get() : inline_;
+    }
+    [[nodiscard]] bool ok() const noexcept { return data_ != nullptr; }
+    T* data() noexcept { return data_; }
+    T& operator[](std::size_t i) noexcept { return data_[i]; }
+
+private:
+    T inline_[kInline];
+    std::unique_ptr<T[]> heap_;
+    T* data_;
+};
+
+// An array of requests, read before the call and written back after it (completed ones become MPI_REQUEST_NULL).
+class RequestArray {
+public:
+    RequestArray(MPI_Fint* fortran, MPI_Fint count) noexcept : fortran_(fortran), count_(count), c_(count) {
+        if (!c_.ok()) return;
+        for (MPI_Fint i = 0; i < count_; ++i) c_[i] = MPI_Request_f2c(fortran_[i]);
+    }
+    [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
+    MPI_Request* c() noexcept { return c_.data(); }
+    void write_back() noexcept {
+        for (MPI_Fint i = 0; i < count_; ++i) fortran_[i] = MPI_Request_c2f(c_[i]);
+    }
+
+private:
+    MPI_Fint* fortran_;
+    MPI_Fint count_;
+    Scratch<MPI_Request> c_;
+};
+
+// An array of statuses out; MPI_STATUSES_IGNORE passes through.
+class StatusArray {
+public:
+    StatusArray(MPI_Fint* fortran, MPI_Fint count) noexcept
+        : fortran_(is_sentinel(fortran, &mpi_fortran_statuses_ignore_) ? nullptr : fortran),
+          c_(fortran_ == nullptr ? 0 : count) {}
+    [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
+    MPI_Status* c() noexcept { return fortran_ == nullptr ? MPI_STATUSES_IGNORE : c_.data(); }
+    // Only the first `filled` statuses hold results (all of them for waitall, outcount for waitsome).
+    void write_back(MPI_Fint filled) noexcept {
+        if (fortran_ == nullptr) return;
+        for (MPI_Fint i = 0; i < filled; ++i) MPI_Status_c2f(&c_[i], fortran_ + i * kStatusSize);
+    }
+
+private:
+    MPI_Fint* fortran_;
+    Scratch<MPI_Status> c_;
+};
+
+}  // namespace lockstep::check::fortran
