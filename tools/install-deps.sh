@@ -7,6 +7,8 @@ packages=(
   build-essential g++ pkg-config meson ninja-build git
   openmpi-bin libopenmpi-dev
   libboost-log-dev libboost-test-dev
+  # The symbolizer's backend (base/symbolizer.cpp: Boost.Stacktrace over libbacktrace).
+  libboost-stacktrace-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format
   # The format gate's Python formatter and linter and its shell script linter (tools/check-format.sh).
