@@ -19,6 +19,8 @@ extern int mpi_fortran_in_place_ __attribute__((weak));
 extern int mpi_fortran_bottom_ __attribute__((weak));
 extern int mpi_fortran_status_ignore_ __attribute__((weak));
 extern int mpi_fortran_statuses_ignore_ __attribute__((weak));
+extern int mpi_fortran_unweighted_ __attribute__((weak));
+extern int mpi_fortran_weights_empty_ __attribute__((weak));
 }
 
 namespace lockstep::check::fortran {
@@ -38,6 +40,20 @@ inline void* choice_buffer(void* fortran) noexcept {
     if (is_sentinel(fortran, &mpi_fortran_in_place_)) return MPI_IN_PLACE;
     if (is_sentinel(fortran, &mpi_fortran_bottom_)) return MPI_BOTTOM;
     return fortran;
+}
+
+// The weights of a distributed graph: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY are sentinels too.
+inline const int* graph_weights(MPI_Fint* fortran) noexcept {
+    if (is_sentinel(fortran, &mpi_fortran_unweighted_)) return MPI_UNWEIGHTED;
+    if (is_sentinel(fortran, &mpi_fortran_weights_empty_)) return MPI_WEIGHTS_EMPTY;
+    return fortran;
+}
+
+// The number of dimensions of a Cartesian communicator (the length of MPI_Cart_sub's remain_dims).
+inline MPI_Fint cartesian_dimensions(MPI_Fint comm) noexcept {
+    int dimensions = 0;
+    PMPI_Cartdim_get(MPI_Comm_f2c(comm), &dimensions);
+    return dimensions;
 }
 
 inline void set_error(MPI_Fint* ierror, int rc) noexcept {
@@ -102,6 +118,20 @@ private:
     MPI_Fint* fortran_;
     MPI_Fint count_;
     Scratch<MPI_Request> c_;
+};
+
+// An array of LOGICALs in, as C ints.
+class LogicalArray {
+public:
+    LogicalArray(const MPI_Fint* fortran, MPI_Fint count) noexcept : c_(count) {
+        if (!c_.ok()) return;
+        for (MPI_Fint i = 0; i < count; ++i) c_[i] = fortran[i] != 0 ? 1 : 0;
+    }
+    [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
+    int* c() noexcept { return c_.data(); }
+
+private:
+    Scratch<int> c_;
 };
 
 // An array of statuses out; MPI_STATUSES_IGNORE passes through.

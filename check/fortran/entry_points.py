@@ -89,6 +89,15 @@ TABLE = [
                              " comm_out newintercomm"),
     ("MPI_Intercomm_merge+", "comm intercomm, logical high, comm_out newintracomm"),
     ("MPI_Comm_free", "comm_inout comm"),
+    ("MPI_Cart_create+", "comm comm_old, int ndims, ints dims, logicals[ndims] periods, logical reorder,"
+                         " comm_out comm_cart"),
+    ("MPI_Cart_sub+", "comm comm, logicals[cartdim(comm)] remain_dims, comm_out newcomm"),
+    ("MPI_Graph_create+", "comm comm_old, int nnodes, ints index, ints edges, logical reorder, comm_out comm_graph"),
+    ("MPI_Dist_graph_create+", "comm comm_old, int n, ints sources, ints degrees, ints destinations,"
+                               " weights weights, info info, logical reorder, comm_out comm_dist_graph"),
+    ("MPI_Dist_graph_create_adjacent+", "comm comm_old, int indegree, ints sources, weights sourceweights,"
+                                        " int outdegree, ints destinations, weights destweights, info info,"
+                                        " logical reorder, comm_out comm_dist_graph"),
     # ---------------------------------------------------------------- point to point
     ("MPI_Send", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
     ("MPI_Ssend", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
@@ -134,7 +143,8 @@ TABLE = [
 ]
 
 # How each kind of Fortran argument becomes a C argument: (pre-call statement, C argument, post-call statement).
-# {n} is the argument's name, {c} its C counterpart, {size}/{filled} the expressions in brackets after the kind.
+# {n} is the argument's name, {c} its C counterpart, {size}/{filled} the expressions in brackets after the kind: an
+# argument's name (its value), or cartdim(comm) (the number of dimensions of the Cartesian communicator comm).
 # Post-call statements run only when the call succeeded, except those marked always (requests written back, as
 # completed ones became MPI_REQUEST_NULL even in an error) and completed (statuses and indices, which MPI also fills
 # when it returns MPI_ERR_IN_STATUS).
@@ -144,6 +154,8 @@ KINDS = {
     "ints": (None, "{n}", None),  # MPI_Fint is int (conversions.hpp)
     "int_out": (None, "{n}", None),
     "logical": (None, "*{n} != 0", None),
+    "logicals": ("LogicalArray {c}({n}, {size});", "{c}.c()", None),
+    "weights": (None, "graph_weights({n})", None),
     "type": (None, "MPI_Type_f2c(*{n})", None),
     "op": (None, "MPI_Op_f2c(*{n})", None),
     "comm": (None, "MPI_Comm_f2c(*{n})", None),
@@ -159,12 +171,12 @@ KINDS = {
     "status": ("StatusOut {c}({n});", "{c}.c()", "{c}.write_back();"),
     "flag": ("int {c} = 0;", "&{c}", "*{n} = logical({c});"),
     "index": ("int {c} = MPI_UNDEFINED;", "&{c}", "*{n} = fortran_index({c});"),
-    "indices": (None, "{n}", "completed: for (MPI_Fint i = 0; i < *{size}; ++i) ++{n}[i];"),
-    "requests": ("RequestArray {c}({n}, *{size});", "{c}.c()", "always: {c}.write_back();"),
-    "statuses": ("StatusArray {c}({n}, *{size});", "{c}.c()", "completed: {c}.write_back({filled});"),
+    "indices": (None, "{n}", "completed: for (MPI_Fint i = 0; i < {size}; ++i) ++{n}[i];"),
+    "requests": ("RequestArray {c}({n}, {size});", "{c}.c()", "always: {c}.write_back();"),
+    "statuses": ("StatusArray {c}({n}, {size});", "{c}.c()", "completed: {c}.write_back({filled});"),
 }
 
-ARGUMENT = re.compile(r"(?P<kind>\w+)(\[(?P<size>\w+)(:(?P<filled>[\w?]+))?\])?\s+(?P<name>\w+)$")
+ARGUMENT = re.compile(r"(?P<kind>\w+)(\[(?P<size>[\w()]+)(:(?P<filled>[\w?]+))?\])?\s+(?P<name>\w+)$")
 
 
 def fortran_names(c_name, via_pmpi):
@@ -175,6 +187,13 @@ def fortran_names(c_name, via_pmpi):
     if via_pmpi:
         names.append("p" + lower + "_")
     return names
+
+
+def size_expression(spec):
+    """[count] -> *count; [cartdim(comm)] -> cartesian_dimensions(*comm)."""
+    if spec.startswith("cartdim("):
+        return f"cartesian_dimensions(*{spec[len('cartdim('):-1]})"
+    return f"*{spec}"
 
 
 def filled_expression(spec, c_names):
@@ -197,12 +216,12 @@ def entry_point(c_name, arguments):
         if p["kind"] not in KINDS:
             raise SystemExit(f"{c_name}: unknown kind '{p['kind']}'")
         before, argument, after = KINDS[p["kind"]]
-        fields = {"n": p["name"], "c": c_names[p["name"]], "size": p["size"],
+        fields = {"n": p["name"], "c": c_names[p["name"]], "size": size_expression(p["size"]) if p["size"] else None,
                   "filled": filled_expression(p["filled"], c_names) if p["filled"] else None}
         parameters.append(f"{'void' if p['kind'] == 'buf' else 'MPI_Fint'}* {p['name']}")
         if before:
             pre.append(before.format(**fields))
-            if p["kind"] in ("requests", "statuses"):
+            if p["kind"] in ("requests", "statuses", "logicals"):
                 pre.append(f"if (!{fields['c']}.ok()) return set_error(ierror, MPI_ERR_NO_MEM);")
         call.append(argument.format(**fields))
         if after:
@@ -251,8 +270,8 @@ HEADER = """\
 
 #if defined(OPEN_MPI)
 
-#include "call_site.hpp"
-#include "conversions.hpp"
+#include "fortran/call_site.hpp"
+#include "fortran/conversions.hpp"
 
 #define LOCKSTEP_FORTRAN_ENTRY extern "C" __attribute__((visibility("default")))
 

@@ -11,7 +11,7 @@ program clean_f08
     integer :: rank, size, i, next, prev, total, flag_count
     integer :: a(n), b(n), c(64), counts(16), displs(16), position
     type(MPI_Datatype) :: vec4, absolute
-    type(MPI_Comm) :: half, dupcomm
+    type(MPI_Comm) :: half, dupcomm, cart, sub, graph
     type(MPI_Request) :: requests(4)
     type(MPI_Status) :: statuses(4), status
     integer :: indices(4), outcount, which
@@ -134,6 +134,20 @@ program clean_f08
     call MPI_Comm_free(half)
     call MPI_Comm_free(dupcomm)
     if (half /= MPI_COMM_NULL .or. dupcomm /= MPI_COMM_NULL) stop 'Comm_free'
+    ! Topologies: arrays of LOGICALs and MPI_UNWEIGHTED.
+    call MPI_Cart_create(MPI_COMM_WORLD, 1, [size], [.true.], .false., cart)
+    call MPI_Cart_shift(cart, 0, 1, i, total)
+    if (i /= prev .or. total /= next) stop 'Cart_create'
+    call MPI_Cart_sub(cart, [.false.], sub)
+    call MPI_Comm_size(sub, i)
+    if (i /= 1) stop 'Cart_sub'
+    call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, [prev], MPI_UNWEIGHTED, 1, [next], MPI_UNWEIGHTED, &
+                                        MPI_INFO_NULL, .false., graph)
+    call MPI_Dist_graph_neighbors_count(graph, i, total, flag)
+    if (i /= 1 .or. total /= 1 .or. flag) stop 'Dist_graph_create_adjacent'
+    call MPI_Comm_free(graph)
+    call MPI_Comm_free(sub)
+    call MPI_Comm_free(cart)
     call MPI_Type_free(vec4)
 
     call print_in_order()

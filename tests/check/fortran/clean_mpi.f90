@@ -8,7 +8,7 @@ program clean_mpi
     implicit none
     integer, parameter :: n = 4
     integer :: ierr, rank, size, i, next, prev, total, flag_count
-    integer :: a(n), b(n), c(64), counts(16), displs(16), vec4, half, absolute, dupcomm, position
+    integer :: a(n), b(n), c(64), counts(16), displs(16), vec4, half, absolute, dupcomm, position, cart, sub, graph
     integer :: requests(4), statuses(MPI_STATUS_SIZE, 4), status(MPI_STATUS_SIZE), indices(4), outcount, which
     integer(kind=MPI_ADDRESS_KIND) :: address
     logical :: flag
@@ -129,6 +129,20 @@ program clean_mpi
     call MPI_Comm_free(half, ierr)
     call MPI_Comm_free(dupcomm, ierr)
     if (half /= MPI_COMM_NULL .or. dupcomm /= MPI_COMM_NULL) stop 'Comm_free'
+    ! Topologies: arrays of LOGICALs and MPI_UNWEIGHTED.
+    call MPI_Cart_create(MPI_COMM_WORLD, 1, [size], [.true.], .false., cart, ierr)
+    call MPI_Cart_shift(cart, 0, 1, i, total, ierr)
+    if (i /= prev .or. total /= next) stop 'Cart_create'
+    call MPI_Cart_sub(cart, [.false.], sub, ierr)
+    call MPI_Comm_size(sub, i, ierr)
+    if (i /= 1) stop 'Cart_sub'
+    call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, [prev], MPI_UNWEIGHTED, 1, [next], MPI_UNWEIGHTED, &
+                                        MPI_INFO_NULL, .false., graph, ierr)
+    call MPI_Dist_graph_neighbors_count(graph, i, total, flag, ierr)
+    if (i /= 1 .or. total /= 1 .or. flag) stop 'Dist_graph_create_adjacent'
+    call MPI_Comm_free(graph, ierr)
+    call MPI_Comm_free(sub, ierr)
+    call MPI_Comm_free(cart, ierr)
     call MPI_Type_free(vec4, ierr)
 
     call print_in_order()
