@@ -30,7 +30,8 @@ const std::vector<AddressRange>& binding_code() {
                 const char* name = info->dlpi_name;
                 if (name == nullptr) return 0;
                 bool binding = false;
-                for (const char* library : kBindingLibraries) binding = binding || std::strstr(name, library) != nullptr;
+                for (const char* library : kBindingLibraries)
+                    binding = binding || std::strstr(name, library) != nullptr;
                 if (!binding) return 0;
                 for (int i = 0; i < info->dlpi_phnum; ++i) {
                     const ElfW(Phdr)& segment = info->dlpi_phdr[i];

@@ -31,6 +31,6 @@ public:
 }  // namespace lockstep::check::fortran
 
 // In a Fortran entry point (a macro: both builtins must be evaluated in the entry point itself).
-#define LOCKSTEP_FORTRAN_CALL_SITE()                                                  \
-    const ::lockstep::check::fortran::CallSite lockstep_fortran_call_site_(           \
+#define LOCKSTEP_FORTRAN_CALL_SITE()                                        \
+    const ::lockstep::check::fortran::CallSite lockstep_fortran_call_site_( \
         __builtin_extract_return_addr(__builtin_return_address(0)), __builtin_dwarf_cfa())

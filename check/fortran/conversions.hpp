@@ -60,7 +60,9 @@ inline void set_error(MPI_Fint* ierror, int rc) noexcept {
     if (ierror != nullptr) *ierror = static_cast<MPI_Fint>(rc);  // optional in mpi_f08
 }
 
-inline MPI_Fint logical(int value) noexcept { return value != 0 ? kTrue : 0; }
+inline MPI_Fint logical(int value) noexcept {
+    return value != 0 ? kTrue : 0;
+}
 
 // A Fortran index is 1-based; MPI_UNDEFINED stays itself.
 inline MPI_Fint fortran_index(int c_index) noexcept {

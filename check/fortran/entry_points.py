@@ -11,136 +11,143 @@ Each row names the C function and its Fortran arguments in order, as `kind name`
 kinds are those of the KINDS table below. MPICH needs none of this for mpif.h and `use mpi` (its Fortran bindings call
 the C MPI_ functions), so the generated file compiles to nothing where mpi.h is not Open MPI's.
 
-Usage: entry_points.py OUTPUT.cpp        (or --list: the C functions the table covers, one per line)
+Usage: entry_points.py OUTPUT.cpp
 """
 
 import re
 import sys
 
-# (C function, Fortran arguments). Where Open MPI's mpi_f08 reaches a function through pmpi_<name>_ in place of
-# ompi_<name>_f (nm -D libmpi_usempif08.so), the row's name carries a trailing '+'.
-TABLE = [
-    # ---------------------------------------------------------------- start and end
-    ("MPI_Init", ""),
-    ("MPI_Init_thread", "int required, int_out provided"),
-    ("MPI_Finalize", ""),
-    # ---------------------------------------------------------------- blocking collectives
-    ("MPI_Barrier", "comm comm"),
-    ("MPI_Bcast", "buf buffer, int count, type datatype, int root, comm comm"),
-    ("MPI_Reduce", "buf sendbuf, buf recvbuf, int count, type datatype, op op, int root, comm comm"),
-    ("MPI_Allreduce", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm"),
-    ("MPI_Gather", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype, int root,"
-                   " comm comm"),
-    ("MPI_Gatherv", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,"
-                    " type recvtype, int root, comm comm"),
-    ("MPI_Scatter", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype, int root,"
-                    " comm comm"),
-    ("MPI_Scatterv", "buf sendbuf, ints sendcounts, ints displs, type sendtype, buf recvbuf, int recvcount,"
-                     " type recvtype, int root, comm comm"),
-    ("MPI_Allgather", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,"
-                      " comm comm"),
-    ("MPI_Allgatherv", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,"
-                       " type recvtype, comm comm"),
-    ("MPI_Alltoall", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,"
-                     " comm comm"),
-    ("MPI_Alltoallv", "buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints recvcounts,"
-                      " ints rdispls, type recvtype, comm comm"),
-    ("MPI_Reduce_scatter", "buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm"),
-    ("MPI_Reduce_scatter_block", "buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm"),
-    ("MPI_Scan", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm"),
-    ("MPI_Exscan", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm"),
-    # ---------------------------------------------------------------- non-blocking collectives
-    ("MPI_Ibarrier", "comm comm, request_out request"),
-    ("MPI_Ibcast", "buf buffer, int count, type datatype, int root, comm comm, request_out request"),
-    ("MPI_Ireduce", "buf sendbuf, buf recvbuf, int count, type datatype, op op, int root, comm comm,"
-                    " request_out request"),
-    ("MPI_Iallreduce", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out request"),
-    ("MPI_Igather", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype, int root,"
-                    " comm comm, request_out request"),
-    ("MPI_Igatherv", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,"
-                     " type recvtype, int root, comm comm, request_out request"),
-    ("MPI_Iscatter", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype, int root,"
-                     " comm comm, request_out request"),
-    ("MPI_Iscatterv", "buf sendbuf, ints sendcounts, ints displs, type sendtype, buf recvbuf, int recvcount,"
-                      " type recvtype, int root, comm comm, request_out request"),
-    ("MPI_Iallgather", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,"
-                       " comm comm, request_out request"),
-    ("MPI_Iallgatherv", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,"
-                        " type recvtype, comm comm, request_out request"),
-    ("MPI_Ialltoall", "buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,"
-                      " comm comm, request_out request"),
-    ("MPI_Ialltoallv", "buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints recvcounts,"
-                       " ints rdispls, type recvtype, comm comm, request_out request"),
-    ("MPI_Ireduce_scatter", "buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm,"
-                            " request_out request"),
-    ("MPI_Ireduce_scatter_block", "buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm,"
-                                  " request_out request"),
-    ("MPI_Iscan", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out request"),
-    ("MPI_Iexscan", "buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out request"),
-    # ---------------------------------------------------------------- communicators
-    ("MPI_Comm_dup", "comm comm, comm_out newcomm"),
-    ("MPI_Comm_dup_with_info", "comm comm, info info, comm_out newcomm"),
-    ("MPI_Comm_idup", "comm comm, comm_out newcomm, request_out request"),
-    ("MPI_Comm_split", "comm comm, int color, int key, comm_out newcomm"),
-    ("MPI_Comm_split_type", "comm comm, int split_type, int key, info info, comm_out newcomm"),
-    ("MPI_Comm_create", "comm comm, group group, comm_out newcomm"),
-    ("MPI_Comm_create_group", "comm comm, group group, int tag, comm_out newcomm"),
-    ("MPI_Intercomm_create", "comm local_comm, int local_leader, comm peer_comm, int remote_leader, int tag,"
-                             " comm_out newintercomm"),
-    ("MPI_Intercomm_merge+", "comm intercomm, logical high, comm_out newintracomm"),
-    ("MPI_Comm_free", "comm_inout comm"),
-    ("MPI_Cart_create+", "comm comm_old, int ndims, ints dims, logicals[ndims] periods, logical reorder,"
-                         " comm_out comm_cart"),
-    ("MPI_Cart_sub+", "comm comm, logicals[cartdim(comm)] remain_dims, comm_out newcomm"),
-    ("MPI_Graph_create+", "comm comm_old, int nnodes, ints index, ints edges, logical reorder, comm_out comm_graph"),
-    ("MPI_Dist_graph_create+", "comm comm_old, int n, ints sources, ints degrees, ints destinations,"
-                               " weights weights, info info, logical reorder, comm_out comm_dist_graph"),
-    ("MPI_Dist_graph_create_adjacent+", "comm comm_old, int indegree, ints sources, weights sourceweights,"
-                                        " int outdegree, ints destinations, weights destweights, info info,"
-                                        " logical reorder, comm_out comm_dist_graph"),
-    # ---------------------------------------------------------------- point to point
-    ("MPI_Send", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
-    ("MPI_Ssend", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
-    ("MPI_Bsend", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
-    ("MPI_Rsend", "buf buf, int count, type datatype, int dest, int tag, comm comm"),
-    ("MPI_Isend", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Issend", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Ibsend", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Irsend", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Recv", "buf buf, int count, type datatype, int source, int tag, comm comm, status status"),
-    ("MPI_Irecv", "buf buf, int count, type datatype, int source, int tag, comm comm, request_out request"),
-    ("MPI_Sendrecv", "buf sendbuf, int sendcount, type sendtype, int dest, int sendtag, buf recvbuf, int recvcount,"
-                     " type recvtype, int source, int recvtag, comm comm, status status"),
-    ("MPI_Sendrecv_replace", "buf buf, int count, type datatype, int dest, int sendtag, int source, int recvtag,"
-                             " comm comm, status status"),
-    ("MPI_Probe", "int source, int tag, comm comm, status status"),
-    ("MPI_Iprobe+", "int source, int tag, comm comm, flag flag, status status"),
-    ("MPI_Mprobe", "int source, int tag, comm comm, message_out message, status status"),
-    ("MPI_Improbe+", "int source, int tag, comm comm, flag flag, message_out message, status status"),
-    ("MPI_Mrecv", "buf buf, int count, type datatype, message_inout message, status status"),
-    ("MPI_Imrecv", "buf buf, int count, type datatype, message_inout message, request_out request"),
-    ("MPI_Send_init", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Ssend_init", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Bsend_init", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Rsend_init", "buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request"),
-    ("MPI_Recv_init", "buf buf, int count, type datatype, int source, int tag, comm comm, request_out request"),
-    # ---------------------------------------------------------------- requests
-    ("MPI_Start", "request_inout request"),
-    ("MPI_Startall", "int count, requests[count] array_of_requests"),
-    ("MPI_Wait", "request_inout request, status status"),
-    ("MPI_Waitall", "int count, requests[count] array_of_requests, statuses[count:count] array_of_statuses"),
-    ("MPI_Waitany", "int count, requests[count] array_of_requests, index index, status status"),
-    ("MPI_Waitsome", "int incount, requests[incount] array_of_requests, int_out outcount,"
-                     " indices[outcount] array_of_indices, statuses[incount:outcount] array_of_statuses"),
-    ("MPI_Test+", "request_inout request, flag flag, status status"),
-    ("MPI_Testall+", "int count, requests[count] array_of_requests, flag flag,"
-                     " statuses[count:flag?count] array_of_statuses"),
-    ("MPI_Testany+", "int count, requests[count] array_of_requests, index index, flag flag, status status"),
-    ("MPI_Testsome+", "int incount, requests[incount] array_of_requests, int_out outcount,"
-                      " indices[outcount] array_of_indices, statuses[incount:outcount] array_of_statuses"),
-    ("MPI_Request_free", "request_inout request"),
-    ("MPI_Cancel", "request_in request"),
-]
+# One row per C function: its name, then its Fortran arguments in order (a row goes on over indented lines; # starts a
+# comment). Where Open MPI's mpi_f08 reaches a function through pmpi_<name>_ in place of ompi_<name>_f (nm -D
+# libmpi_usempif08.so), the name carries a trailing '+'.
+TABLE = """
+# start and end
+MPI_Init
+MPI_Init_thread                  int required, int_out provided
+MPI_Finalize
+# blocking collectives
+MPI_Barrier                      comm comm
+MPI_Bcast                        buf buffer, int count, type datatype, int root, comm comm
+MPI_Reduce                       buf sendbuf, buf recvbuf, int count, type datatype, op op, int root, comm comm
+MPI_Allreduce                    buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm
+MPI_Gather                       buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 int root, comm comm
+MPI_Gatherv                      buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,
+                                 type recvtype, int root, comm comm
+MPI_Scatter                      buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 int root, comm comm
+MPI_Scatterv                     buf sendbuf, ints sendcounts, ints displs, type sendtype, buf recvbuf, int recvcount,
+                                 type recvtype, int root, comm comm
+MPI_Allgather                    buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 comm comm
+MPI_Allgatherv                   buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,
+                                 type recvtype, comm comm
+MPI_Alltoall                     buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 comm comm
+MPI_Alltoallv                    buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints
+                                 recvcounts, ints rdispls, type recvtype, comm comm
+MPI_Reduce_scatter               buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm
+MPI_Reduce_scatter_block         buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm
+MPI_Scan                         buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm
+MPI_Exscan                       buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm
+# non-blocking collectives
+MPI_Ibarrier                     comm comm, request_out request
+MPI_Ibcast                       buf buffer, int count, type datatype, int root, comm comm, request_out request
+MPI_Ireduce                      buf sendbuf, buf recvbuf, int count, type datatype, op op, int root, comm comm,
+                                 request_out request
+MPI_Iallreduce                   buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out
+                                 request
+MPI_Igather                      buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 int root, comm comm, request_out request
+MPI_Igatherv                     buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,
+                                 type recvtype, int root, comm comm, request_out request
+MPI_Iscatter                     buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 int root, comm comm, request_out request
+MPI_Iscatterv                    buf sendbuf, ints sendcounts, ints displs, type sendtype, buf recvbuf, int recvcount,
+                                 type recvtype, int root, comm comm, request_out request
+MPI_Iallgather                   buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 comm comm, request_out request
+MPI_Iallgatherv                  buf sendbuf, int sendcount, type sendtype, buf recvbuf, ints recvcounts, ints displs,
+                                 type recvtype, comm comm, request_out request
+MPI_Ialltoall                    buf sendbuf, int sendcount, type sendtype, buf recvbuf, int recvcount, type recvtype,
+                                 comm comm, request_out request
+MPI_Ialltoallv                   buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints
+                                 recvcounts, ints rdispls, type recvtype, comm comm, request_out request
+MPI_Ireduce_scatter              buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm,
+                                 request_out request
+MPI_Ireduce_scatter_block        buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm, request_out
+                                 request
+MPI_Iscan                        buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out
+                                 request
+MPI_Iexscan                      buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm, request_out
+                                 request
+# communicators
+MPI_Comm_dup                     comm comm, comm_out newcomm
+MPI_Comm_dup_with_info           comm comm, info info, comm_out newcomm
+MPI_Comm_idup                    comm comm, comm_out newcomm, request_out request
+MPI_Comm_split                   comm comm, int color, int key, comm_out newcomm
+MPI_Comm_split_type              comm comm, int split_type, int key, info info, comm_out newcomm
+MPI_Comm_create                  comm comm, group group, comm_out newcomm
+MPI_Comm_create_group            comm comm, group group, int tag, comm_out newcomm
+MPI_Intercomm_create             comm local_comm, int local_leader, comm peer_comm, int remote_leader, int tag,
+                                 comm_out newintercomm
+MPI_Intercomm_merge+             comm intercomm, logical high, comm_out newintracomm
+MPI_Comm_free                    comm_inout comm
+MPI_Cart_create+                 comm comm_old, int ndims, ints dims, logicals[ndims] periods, logical reorder,
+                                 comm_out comm_cart
+MPI_Cart_sub+                    comm comm, logicals[cartdim(comm)] remain_dims, comm_out newcomm
+MPI_Graph_create+                comm comm_old, int nnodes, ints index, ints edges, logical reorder, comm_out
+                                 comm_graph
+MPI_Dist_graph_create+           comm comm_old, int n, ints sources, ints degrees, ints destinations, weights weights,
+                                 info info, logical reorder, comm_out comm_dist_graph
+MPI_Dist_graph_create_adjacent+  comm comm_old, int indegree, ints sources, weights sourceweights, int outdegree, ints
+                                 destinations, weights destweights, info info, logical reorder, comm_out
+                                 comm_dist_graph
+# point to point
+MPI_Send                         buf buf, int count, type datatype, int dest, int tag, comm comm
+MPI_Ssend                        buf buf, int count, type datatype, int dest, int tag, comm comm
+MPI_Bsend                        buf buf, int count, type datatype, int dest, int tag, comm comm
+MPI_Rsend                        buf buf, int count, type datatype, int dest, int tag, comm comm
+MPI_Isend                        buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Issend                       buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Ibsend                       buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Irsend                       buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Recv                         buf buf, int count, type datatype, int source, int tag, comm comm, status status
+MPI_Irecv                        buf buf, int count, type datatype, int source, int tag, comm comm, request_out
+                                 request
+MPI_Sendrecv                     buf sendbuf, int sendcount, type sendtype, int dest, int sendtag, buf recvbuf, int
+                                 recvcount, type recvtype, int source, int recvtag, comm comm, status status
+MPI_Sendrecv_replace             buf buf, int count, type datatype, int dest, int sendtag, int source, int recvtag,
+                                 comm comm, status status
+MPI_Probe                        int source, int tag, comm comm, status status
+MPI_Iprobe+                      int source, int tag, comm comm, flag flag, status status
+MPI_Mprobe                       int source, int tag, comm comm, message_out message, status status
+MPI_Improbe+                     int source, int tag, comm comm, flag flag, message_out message, status status
+MPI_Mrecv                        buf buf, int count, type datatype, message_inout message, status status
+MPI_Imrecv                       buf buf, int count, type datatype, message_inout message, request_out request
+MPI_Send_init                    buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Ssend_init                   buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Bsend_init                   buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Rsend_init                   buf buf, int count, type datatype, int dest, int tag, comm comm, request_out request
+MPI_Recv_init                    buf buf, int count, type datatype, int source, int tag, comm comm, request_out
+                                 request
+# requests
+MPI_Start                        request_inout request
+MPI_Startall                     int count, requests[count] array_of_requests
+MPI_Wait                         request_inout request, status status
+MPI_Waitall                      int count, requests[count] array_of_requests, statuses[count:count] array_of_statuses
+MPI_Waitany                      int count, requests[count] array_of_requests, index index, status status
+MPI_Waitsome                     int incount, requests[incount] array_of_requests, int_out outcount, indices[outcount]
+                                 array_of_indices, statuses[incount:outcount] array_of_statuses
+MPI_Test+                        request_inout request, flag flag, status status
+MPI_Testall+                     int count, requests[count] array_of_requests, flag flag, statuses[count:flag?count]
+                                 array_of_statuses
+MPI_Testany+                     int count, requests[count] array_of_requests, index index, flag flag, status status
+MPI_Testsome+                    int incount, requests[incount] array_of_requests, int_out outcount, indices[outcount]
+                                 array_of_indices, statuses[incount:outcount] array_of_statuses
+MPI_Request_free                 request_inout request
+MPI_Cancel                       request_in request
+"""
 
 # How each kind of Fortran argument becomes a C argument: (pre-call statement, C argument, post-call statement).
 # {n} is the argument's name, {c} its C counterpart, {size}/{filled} the expressions in brackets after the kind: an
@@ -182,11 +189,24 @@ ARGUMENT = re.compile(r"(?P<kind>\w+)(\[(?P<size>[\w()]+)(:(?P<filled>[\w?]+))?\
 def fortran_names(c_name, via_pmpi):
     """Every symbol a Fortran compiler or Open MPI's mpi_f08 may call for c_name; the first one is defined."""
     lower = c_name.lower()
-    stem = lower[len("mpi_"):]
+    stem = lower[len("mpi_") :]
     names = [f"ompi_{stem}_f", lower, lower + "_", lower + "__", c_name.upper()]
     if via_pmpi:
         names.append("p" + lower + "_")
     return names
+
+
+def rows(table):
+    """The table's rows as (C function, Fortran arguments)."""
+    joined = []
+    for line in table.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line[0].isspace():
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line.strip())
+    return [(row.split(None, 1) + [""])[:2] for row in joined]
 
 
 def size_expression(spec):
@@ -216,8 +236,12 @@ def entry_point(c_name, arguments):
         if p["kind"] not in KINDS:
             raise SystemExit(f"{c_name}: unknown kind '{p['kind']}'")
         before, argument, after = KINDS[p["kind"]]
-        fields = {"n": p["name"], "c": c_names[p["name"]], "size": size_expression(p["size"]) if p["size"] else None,
-                  "filled": filled_expression(p["filled"], c_names) if p["filled"] else None}
+        fields = {
+            "n": p["name"],
+            "c": c_names[p["name"]],
+            "size": size_expression(p["size"]) if p["size"] else None,
+            "filled": filled_expression(p["filled"], c_names) if p["filled"] else None,
+        }
         parameters.append(f"{'void' if p['kind'] == 'buf' else 'MPI_Fint'}* {p['name']}")
         if before:
             pre.append(before.format(**fields))
@@ -227,9 +251,9 @@ def entry_point(c_name, arguments):
         if after:
             target = post
             if after.startswith("always: "):
-                target, after = always, after[len("always: "):]
+                target, after = always, after[len("always: ") :]
             elif after.startswith("completed: "):
-                target, after = completed, after[len("completed: "):]
+                target, after = completed, after[len("completed: ") :]
             target.append(after.format(**fields))
     parameters.append("MPI_Fint* ierror")
 
@@ -258,7 +282,7 @@ def entry_point(c_name, arguments):
     lines += ["    " + b for b in body]
     lines.append("}")
     for alias in names[1:]:
-        lines.append(f"LOCKSTEP_FORTRAN_ENTRY void {alias}({signature}) __attribute__((alias(\"{names[0]}\")));")
+        lines.append(f'LOCKSTEP_FORTRAN_ENTRY void {alias}({signature}) __attribute__((alias("{names[0]}")));')
     return "\n".join(lines)
 
 
@@ -281,12 +305,9 @@ using namespace lockstep::check::fortran;  // NOLINT(google-build-using-namespac
 
 
 def main():
-    if sys.argv[1:] == ["--list"]:
-        print("\n".join(name.rstrip("+") for name, _ in TABLE))
-        return
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    text = HEADER + "\n\n".join(entry_point(name, arguments) for name, arguments in TABLE)
+    text = HEADER + "\n\n".join(entry_point(name, arguments) for name, arguments in rows(TABLE))
     text += "\n\n#endif  // OPEN_MPI\n"
     with open(sys.argv[1], "w") as out:
         out.write(text)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Runs a Fortran MPI program under the real mpirun with liblockstep_check.so preloaded (debug mode on).
+
+Usage:
+  fortran_check_test.py clean MPIRUN LIBRARY NP PROGRAM
+      A correct program: it must end with 0 and print exactly what it prints without the library, and no rank may
+      print a lockstep report.
+  fortran_check_test.py bug MPIRUN LIBRARY NP PROGRAM SOURCE BUG
+      A planted bug (bugs_*.f90 BUG): the job must end (not hang) with a non-zero code, and every rank's output must
+      hold the report: the MPI function of the bug and SOURCE's file:line of a line marked `planted: BUG`.
+
+Exit 77 (skipped) where the library does not intercept the C function the bug needs yet.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# Each bug: the C functions the library must intercept to see it, and the MPI function its report names.
+BUGS = {
+    "count": (["MPI_Allreduce"], "MPI_Allreduce"),
+    "type": (["MPI_Bcast"], "MPI_Bcast"),
+    "skipped": (["MPI_Barrier", "MPI_Allreduce"], "MPI_Barrier"),
+    "root": (["MPI_Bcast"], "MPI_Bcast"),
+    "unmatched": (["MPI_Recv"], "MPI_Recv"),
+    "unwaited": (["MPI_Irecv"], "MPI_Irecv"),
+}
+# A hang is reported after LOCKSTEP_TIMEOUT; the job must have ended well before this.
+JOB_TIMEOUT = 120
+REPORT = re.compile(r"lockstep", re.IGNORECASE)
+
+
+def run(mpirun, np_, program, args, library=None):
+    command = [mpirun, "-n", str(np_), "--tag-output"]
+    if library:
+        for variable in ("LD_PRELOAD=" + library, "LOCKSTEP_DEBUG_MODE=1", "LOCKSTEP_TIMEOUT=5"):
+            command += ["-x", variable]
+    command += [program] + args
+    env = dict(os.environ, LOCKSTEP_CONFIG_FILE="")
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        raise SystemExit(f"FAIL: the job did not end within {JOB_TIMEOUT} s: {' '.join(command)}\n{out}")
+
+
+def per_rank(output, np_):
+    """--tag-output's lines, '[jobid,rank]<stdxxx>:text', gathered per rank."""
+    ranks = {r: [] for r in range(np_)}
+    for line in output.splitlines():
+        m = re.match(r"\[\d+,(\d+)\]<\w+>:(.*)$", line)
+        if m and int(m.group(1)) in ranks:
+            ranks[int(m.group(1))].append(m.group(2))
+    return ranks
+
+
+def stdout_lines(result):
+    return sorted(line for line in result.stdout.splitlines() if "<stdout>" in line)
+
+
+def clean(mpirun, library, np_, program):
+    plain = run(mpirun, np_, program, [])
+    checked = run(mpirun, np_, program, [], library)
+    failures = []
+    if plain.returncode != 0:
+        failures.append(f"without the library the program ended with {plain.returncode}")
+    if checked.returncode != 0:
+        failures.append(f"with the library the program ended with {checked.returncode}")
+    if stdout_lines(plain) != stdout_lines(checked):
+        failures.append("the output differs with the library")
+    reports = [line for line in (checked.stdout + checked.stderr).splitlines() if REPORT.search(line)]
+    if reports:
+        failures.append("a report on a correct program:\n" + "\n".join(reports))
+    if not stdout_lines(checked):
+        failures.append("no output")
+    print(checked.stdout + checked.stderr)
+    for failure in failures:
+        print("FAIL:", failure)
+    return 1 if failures else 0
+
+
+def bug(mpirun, library, np_, program, source, name):
+    needed, function = BUGS[name]
+    exported = subprocess.run(
+        ["nm", "-D", "--defined-only", library], check=True, capture_output=True, text=True
+    ).stdout.split()
+    absent = [c for c in needed if c not in exported]
+    if absent:
+        print(f"SKIP: {library} does not intercept {', '.join(absent)}")
+        return 77
+    lines = [i for i, text in enumerate(Path(source).read_text().splitlines(), 1) if f"planted: {name}" in text]
+    sites = [f"{Path(source).name}:{line}" for line in lines]
+    result = run(mpirun, np_, program, [name], library)
+    output = result.stdout + result.stderr
+    print(output)
+    failures = []
+    if result.returncode == 0:
+        failures.append("the job ended with 0")
+    for rank, text in per_rank(output, np_).items():
+        joined = "\n".join(text)
+        if function not in joined:
+            failures.append(f"rank {rank}'s output does not name {function}")
+        if not any(site in joined for site in sites):
+            failures.append(f"rank {rank}'s output names none of the planted lines {', '.join(sites)}")
+        if name != "unwaited" and any("finished" in t for t in text):  # that one is found at MPI_Finalize
+            failures.append(f"rank {rank} went on past the bug")
+    for failure in failures:
+        print("FAIL:", failure)
+    return 1 if failures else 0
+
+
+def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "clean":
+        return clean(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) == 8 and sys.argv[1] == "bug" and sys.argv[7] in BUGS:
+        return bug(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7])
+    raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
