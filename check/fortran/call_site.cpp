@@ -53,22 +53,25 @@ bool in_binding_code(std::uintptr_t address) noexcept {
     return false;
 }
 
-// The unwinder's walk: find the frame that `return_address` returns into (the binding library's), then take the return
-// address of that frame (the program's call site) and where that frame begins.
+// The unwinder's walk. Each context gives a frame's return address (into its caller) and the frame's own canonical
+// frame address: the context whose return address is `return_address` is the entry point's, the next one is the
+// binding library's, whose return address is the program's call site.
 struct Walk {
     std::uintptr_t return_address;
-    std::uintptr_t binding_frame = 0;  // its canonical frame address
+    bool entry_seen = false;
+    std::uintptr_t binding_frame = 0;  // the binding library's canonical frame address
     std::uintptr_t call_site = 0;
 };
 
 _Unwind_Reason_Code step(_Unwind_Context* context, void* argument) {
     auto* walk = static_cast<Walk*>(argument);
     const std::uintptr_t ip = _Unwind_GetIP(context);
-    if (walk->binding_frame == 0) {
-        if (ip == walk->return_address) walk->binding_frame = _Unwind_GetCFA(context);
+    if (!walk->entry_seen) {
+        walk->entry_seen = ip == walk->return_address;
         return _URC_NO_REASON;
     }
     walk->call_site = ip;
+    walk->binding_frame = _Unwind_GetCFA(context);
     return _URC_END_OF_STACK;
 }
 
@@ -133,6 +136,14 @@ const void* program_call_site(const void* return_address, const void* frame) noe
         cache_distance(address, walk.binding_frame - entry_frame);
 #endif
     return reinterpret_cast<const void*>(walk.call_site);
+}
+
+std::size_t cached_return_addresses() noexcept {
+    std::size_t cached = 0;
+#if defined(__x86_64__)
+    for (const auto& slot : g_distances) cached += slot.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+#endif
+    return cached;
 }
 
 }  // namespace lockstep::check::fortran

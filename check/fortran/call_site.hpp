@@ -11,10 +11,16 @@
 
 #include "hooks.hpp"
 
+#include <cstddef>
+
 namespace lockstep::check::fortran {
 
 // The program's call site, given the entry point's return address and its canonical frame address.
 [[nodiscard]] const void* program_call_site(const void* return_address, const void* frame) noexcept;
+
+// How many return addresses into the binding library have their call-site slot cached (0 where only the unwinder is
+// used: outside x86-64). For tests.
+[[nodiscard]] std::size_t cached_return_addresses() noexcept;
 
 // Hands the call site to the C entry point (hooks.hpp: taken by LOCKSTEP_CHECK_CALLER()) and clears it after the call
 // in any case, so that a C function this library does not intercept leaves no stale address behind.
