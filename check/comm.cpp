@@ -9,12 +9,11 @@ namespace {
 
 void created(MPI_Comm comm, MPI_Comm parent, const char* function, const void* caller, std::uint64_t color = 0,
              Derivation derivation = Derivation::EveryMember) {
-    if (comm == MPI_COMM_NULL) return;
     if (debug_mode) {
         const InsideLockstep inside;
         register_communicator(comm, parent, function, caller, color, derivation);
     }
-    communicator_created(comm, parent, function, caller);
+    if (comm != MPI_COMM_NULL) communicator_created(comm, parent, function, caller);
 }
 
 // The rank in `parent` of the first member of `comm` (one of its groups): the colour of a split whose colours MPI
@@ -87,8 +86,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_split_type(MPI_Comm comm, int split_type, int 
         before_blocking();
         rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
     }
-    if (rc != MPI_SUCCESS || *newcomm == MPI_COMM_NULL) return rc;
-    const std::uint64_t color = first_member(*newcomm, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    const std::uint64_t color = *newcomm == MPI_COMM_NULL ? 0 : first_member(*newcomm, comm);
     created(*newcomm, comm, "MPI_Comm_split_type", caller, color);
     return rc;
 }
@@ -147,8 +146,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MP
         before_blocking();
         rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
     }
-    if (rc != MPI_SUCCESS || *newcomm == MPI_COMM_NULL) return rc;
-    const std::uint64_t color = first_member(*newcomm, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    const std::uint64_t color = *newcomm == MPI_COMM_NULL ? 0 : first_member(*newcomm, comm);
     created(*newcomm, comm, "MPI_Cart_sub", caller, color);
     return rc;
 }

@@ -41,13 +41,17 @@ Registry& registry() {
     return *r;
 }
 
-std::string communicator_name(const CommunicatorRecord& r) {
+}  // namespace
+
+std::string communicator_label(const CommunicatorRecord& r) {
     if (r.id == kWorldId) return "MPI_COMM_WORLD";
     if (r.id == kSelfId) return "MPI_COMM_SELF";
     std::string name = std::string("the communicator of ") + r.created_by;
     if (r.caller != nullptr) name += " at " + base::describe_call_site(r.caller);
     return name;
 }
+
+namespace {
 
 std::unique_ptr<CommunicatorRecord> make_record(MPI_Comm comm, std::uint64_t id, const char* function,
                                                 const void* caller) {
@@ -77,10 +81,13 @@ void register_predefined_communicators() {
 
 void register_communicator(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller,
                            std::uint64_t color, Derivation derivation) {
-    if (created == MPI_COMM_NULL) return;
     std::uint64_t id = 0;
-    if (CommunicatorRecord* p = find_communicator(parent); p != nullptr && p->id != 0) {
-        id = derivation == Derivation::EveryMember ? mix_id(mix_id(p->id, ++p->children), color)
+    CommunicatorRecord* p = find_communicator(parent);
+    // Every member of the parent counts the call, also those that got MPI_COMM_NULL (a split's MPI_UNDEFINED).
+    const std::uint64_t child = p != nullptr && derivation == Derivation::EveryMember ? ++p->children : 0;
+    if (created == MPI_COMM_NULL) return;
+    if (p != nullptr && p->id != 0) {
+        id = derivation == Derivation::EveryMember ? mix_id(mix_id(p->id, child), color)
                                                    : mix_id(mix_id(p->id, 0x67726f7570), color);
     }
     auto record = make_record(created, id, function, caller);
@@ -116,7 +123,7 @@ void forget_communicator(MPI_Comm comm) {
         record = std::move(it->second);
         reg.live.erase(it);
         if (record->id != 0) {
-            reg.freed.push_back({record->id, record->collectives, record->size, communicator_name(*record)});
+            reg.freed.push_back({record->id, record->collectives, record->size, communicator_label(*record)});
         }
     }
     if (record->shadow != MPI_COMM_NULL) PMPI_Comm_free(&record->shadow);
@@ -127,7 +134,7 @@ std::vector<CommunicatorCount> communicator_counts() {
     std::shared_lock lock(reg.mutex);
     std::vector<CommunicatorCount> counts = reg.freed;
     for (const auto& [comm, r] : reg.live) {
-        if (!r->inter && r->id != 0) counts.push_back({r->id, r->collectives, r->size, communicator_name(*r)});
+        if (!r->inter && r->id != 0) counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
     }
     return counts;
 }

@@ -50,6 +50,9 @@ void forget_communicator(MPI_Comm comm);
 // The shadows of world and self, at MPI_Init.
 void register_predefined_communicators();
 
+// "MPI_COMM_WORLD", "the communicator of MPI_Comm_split at f (file:line)".
+[[nodiscard]] std::string communicator_label(const CommunicatorRecord& comm);
+
 // What MPI_Finalize compares: one row per communicator the program made, freed or not (rows with the same
 // identifier are added up).
 struct CommunicatorCount {

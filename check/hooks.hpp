@@ -70,6 +70,10 @@ struct CallDescriptor {
     MPI_Datatype datatype = MPI_DATATYPE_NULL;
     const void* caller = nullptr;  // the program's return address
     CallKind kind = CallKind::Other;
+    // A wait or test: the program's requests as it passed them (before MPI sets completed ones to MPI_REQUEST_NULL),
+    // so that the watchdog can say what the wait waits for.
+    const MPI_Request* requests = nullptr;
+    int request_count = 0;
 };
 
 // ------------------------------------------------------------------ the hooks (implemented in check/watch.cpp)
@@ -77,7 +81,7 @@ using CallToken = std::uint64_t;
 
 // After MPI_Init/MPI_Init_thread returned (provided: the thread level MPI gave), and before MPI_Finalize.
 void on_init(int provided) noexcept;
-void on_finalize() noexcept;
+void on_finalize(const void* caller = nullptr) noexcept;  // the program's call of MPI_Finalize, if known
 // Around every intercepted call that may block; the token of call_begin goes to its call_end.
 [[nodiscard]] CallToken call_begin(const CallDescriptor& call) noexcept;
 void call_end(CallToken token) noexcept;
@@ -113,6 +117,16 @@ extern bool debug_mode;
 void progress_deferred();
 // Waits for `request` (a PMPI request) while moving deferred calls on; MPI's return code.
 int wait_progressing(MPI_Request* request, MPI_Status* status);
+
+// A blocking call of an entry point: `blocking()` (the PMPI_ call) when nothing is deferred, else its I-form
+// `start(&request)` and wait_progressing.
+template <class Blocking, class Start>
+int run_blocking(Blocking blocking, Start start, MPI_Status* status) {
+    if (!deferred_pending()) return blocking();
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (const int rc = start(&request); rc != MPI_SUCCESS) return rc;
+    return wait_progressing(&request, status);
+}
 
 // In debug mode, a request the program started (its handle, as the program holds it): MPI_Finalize names those that
 // were never completed or freed ("a request never waited for"). The wait, test, free and cancel entry points (the

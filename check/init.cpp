@@ -79,11 +79,13 @@ LOCKSTEP_CHECK_ENTRY int MPI_Init_thread(int* argc, char*** argv, int required, 
 
 LOCKSTEP_CHECK_ENTRY int MPI_Finalize() {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Finalize());
-    on_finalize();
+    on_finalize(LOCKSTEP_CHECK_CALLER());
+    int found = MPI_SUCCESS;
     if (debug_mode) {
         const InsideLockstep inside;
-        check_at_finalize();
+        found = check_at_finalize();
         free_shadows();
     }
-    return PMPI_Finalize();
+    const int rc = PMPI_Finalize();
+    return rc != MPI_SUCCESS ? rc : found;
 }

@@ -8,7 +8,7 @@
 namespace lockstep::check {
 
 void on_init(int /*provided*/) noexcept {}
-void on_finalize() noexcept {}
+void on_finalize(const void* /*caller*/) noexcept {}
 CallToken call_begin(const CallDescriptor& /*call*/) noexcept {
     return 0;
 }
