@@ -56,6 +56,20 @@ inline MPI_Fint cartesian_dimensions(MPI_Fint comm) noexcept {
     return dimensions;
 }
 
+// How many processes an alltoallw exchanges with: the communicator's size, the remote group's for an intercommunicator.
+inline MPI_Fint peers(MPI_Fint comm) noexcept {
+    const MPI_Comm c = MPI_Comm_f2c(comm);
+    int inter = 0;
+    int size = 0;
+    PMPI_Comm_test_inter(c, &inter);
+    if (inter != 0) {
+        PMPI_Comm_remote_size(c, &size);
+    } else {
+        PMPI_Comm_size(c, &size);
+    }
+    return size;
+}
+
 inline void set_error(MPI_Fint* ierror, int rc) noexcept {
     if (ierror != nullptr) *ierror = static_cast<MPI_Fint>(rc);  // optional in mpi_f08
 }
@@ -134,6 +148,20 @@ public:
 
 private:
     Scratch<int> c_;
+};
+
+// An array of datatypes in (alltoallw's, one per peer).
+class TypeArray {
+public:
+    TypeArray(const MPI_Fint* fortran, MPI_Fint count) noexcept : c_(count) {
+        if (!c_.ok()) return;
+        for (MPI_Fint i = 0; i < count; ++i) c_[i] = MPI_Type_f2c(fortran[i]);
+    }
+    [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
+    MPI_Datatype* c() noexcept { return c_.data(); }
+
+private:
+    Scratch<MPI_Datatype> c_;
 };
 
 // An array of statuses out; MPI_STATUSES_IGNORE passes through.

@@ -46,6 +46,8 @@ MPI_Alltoall                     buf sendbuf, int sendcount, type sendtype, buf 
                                  comm comm
 MPI_Alltoallv                    buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints
                                  recvcounts, ints rdispls, type recvtype, comm comm
+MPI_Alltoallw                    buf sendbuf, ints sendcounts, ints sdispls, types[peers(comm)] sendtypes, buf recvbuf,
+                                 ints recvcounts, ints rdispls, types[peers(comm)] recvtypes, comm comm
 MPI_Reduce_scatter               buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm
 MPI_Reduce_scatter_block         buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm
 MPI_Scan                         buf sendbuf, buf recvbuf, int count, type datatype, op op, comm comm
@@ -73,6 +75,9 @@ MPI_Ialltoall                    buf sendbuf, int sendcount, type sendtype, buf 
                                  comm comm, request_out request
 MPI_Ialltoallv                   buf sendbuf, ints sendcounts, ints sdispls, type sendtype, buf recvbuf, ints
                                  recvcounts, ints rdispls, type recvtype, comm comm, request_out request
+MPI_Ialltoallw                   buf sendbuf, ints sendcounts, ints sdispls, types[peers(comm)] sendtypes, buf recvbuf,
+                                 ints recvcounts, ints rdispls, types[peers(comm)] recvtypes, comm comm,
+                                 request_out request
 MPI_Ireduce_scatter              buf sendbuf, buf recvbuf, ints recvcounts, type datatype, op op, comm comm,
                                  request_out request
 MPI_Ireduce_scatter_block        buf sendbuf, buf recvbuf, int recvcount, type datatype, op op, comm comm, request_out
@@ -147,11 +152,15 @@ MPI_Testsome+                    int incount, requests[incount] array_of_request
                                  array_of_indices, statuses[incount:outcount] array_of_statuses
 MPI_Request_free                 request_inout request
 MPI_Cancel                       request_in request
+# handles the library keeps records of
+MPI_Type_free                    type_inout datatype
+MPI_Op_free                      op_inout op
 """
 
 # How each kind of Fortran argument becomes a C argument: (pre-call statement, C argument, post-call statement).
 # {n} is the argument's name, {c} its C counterpart, {size}/{filled} the expressions in brackets after the kind: an
-# argument's name (its value), or cartdim(comm) (the number of dimensions of the Cartesian communicator comm).
+# argument's name (its value), cartdim(comm) (the number of dimensions of the Cartesian communicator comm) or
+# peers(comm) (its size, or the remote group's for an intercommunicator).
 # Post-call statements run only when the call succeeded, except those marked always (requests written back, as
 # completed ones became MPI_REQUEST_NULL even in an error) and completed (statuses and indices, which MPI also fills
 # when it returns MPI_ERR_IN_STATUS).
@@ -168,6 +177,9 @@ KINDS = {
     "comm": (None, "MPI_Comm_f2c(*{n})", None),
     "group": (None, "MPI_Group_f2c(*{n})", None),
     "info": (None, "MPI_Info_f2c(*{n})", None),
+    "types": ("TypeArray {c}({n}, {size});", "{c}.c()", None),
+    "type_inout": ("MPI_Datatype {c} = MPI_Type_f2c(*{n});", "&{c}", "*{n} = MPI_Type_c2f({c});"),
+    "op_inout": ("MPI_Op {c} = MPI_Op_f2c(*{n});", "&{c}", "*{n} = MPI_Op_c2f({c});"),
     "comm_out": ("MPI_Comm {c} = MPI_COMM_NULL;", "&{c}", "*{n} = MPI_Comm_c2f({c});"),
     "comm_inout": ("MPI_Comm {c} = MPI_Comm_f2c(*{n});", "&{c}", "*{n} = MPI_Comm_c2f({c});"),
     "request_out": ("MPI_Request {c} = MPI_REQUEST_NULL;", "&{c}", "*{n} = MPI_Request_c2f({c});"),
@@ -210,9 +222,11 @@ def rows(table):
 
 
 def size_expression(spec):
-    """[count] -> *count; [cartdim(comm)] -> cartesian_dimensions(*comm)."""
+    """[count] -> *count; [cartdim(comm)] -> cartesian_dimensions(*comm); [peers(comm)] -> peers(*comm)."""
     if spec.startswith("cartdim("):
         return f"cartesian_dimensions(*{spec[len('cartdim('):-1]})"
+    if spec.startswith("peers("):
+        return f"peers(*{spec[len('peers('):-1]})"
     return f"*{spec}"
 
 
@@ -245,7 +259,7 @@ def entry_point(c_name, arguments):
         parameters.append(f"{'void' if p['kind'] == 'buf' else 'MPI_Fint'}* {p['name']}")
         if before:
             pre.append(before.format(**fields))
-            if p["kind"] in ("requests", "statuses", "logicals"):
+            if p["kind"] in ("requests", "statuses", "logicals", "types"):
                 pre.append(f"if (!{fields['c']}.ok()) return set_error(ierror, MPI_ERR_NO_MEM);")
         call.append(argument.format(**fields))
         if after:
