@@ -7,7 +7,9 @@ Usage:
       print a lockstep report.
   fortran_check_test.py bug MPIRUN LIBRARY NP PROGRAM SOURCE BUG
       A planted bug (bugs_*.f90 BUG): the job must end (not hang) with a non-zero code, and every rank's output must
-      hold the report: the MPI function of the bug and SOURCE's file:line of a line marked `planted: BUG`.
+      hold the report: the MPI function of the bug and SOURCE's file:line of a line marked `planted: BUG`. A hang is
+      reported once for the whole job, as lockstep's watchdog reports its own: that report must name the function,
+      the line and what every process is doing.
 
 Exit 77 (skipped) where the library does not intercept the C function the bug needs yet.
 """
@@ -26,6 +28,7 @@ BUGS = {
     "unmatched": (["MPI_Recv"], "MPI_Recv"),
     "unwaited": (["MPI_Irecv"], "MPI_Irecv"),
 }
+HANGS = {"unmatched"}
 # A hang is reported after LOCKSTEP_TIMEOUT; the job must have ended well before this.
 JOB_TIMEOUT = 120
 REPORT = re.compile(r"lockstep", re.IGNORECASE)
@@ -97,17 +100,32 @@ def bug(mpirun, library, np_, program, source, name):
     failures = []
     if result.returncode == 0:
         failures.append("the job ended with 0")
+    if name in HANGS:
+        failures += hang_report_failures(output, np_, function, sites)
     for rank, text in per_rank(output, np_).items():
         joined = "\n".join(text)
-        if function not in joined:
+        if name not in HANGS and function not in joined:
             failures.append(f"rank {rank}'s output does not name {function}")
-        if not any(site in joined for site in sites):
+        if name not in HANGS and not any(site in joined for site in sites):
             failures.append(f"rank {rank}'s output names none of the planted lines {', '.join(sites)}")
         if name != "unwaited" and any("finished" in t for t in text):  # that one is found at MPI_Finalize
             failures.append(f"rank {rank} went on past the bug")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0
+
+
+def hang_report_failures(output, np_, function, sites):
+    """The watchdog's one report: the function, a planted line, and a line for every process."""
+    failures = []
+    if function not in output:
+        failures.append(f"the hang report does not name {function}")
+    if not any(site in output for site in sites):
+        failures.append(f"the hang report names none of the planted lines {', '.join(sites)}")
+    for rank in range(np_):
+        if not re.search(rf"Process {rank}\b", output):
+            failures.append(f"the hang report does not say what process {rank} is doing")
+    return failures
 
 
 def main():
