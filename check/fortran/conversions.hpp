@@ -1,16 +1,19 @@
 // What a Fortran MPI entry point turns into C before it calls the C function: handles (MPI_Fint), Fortran's
 // sentinels (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE, which are the addresses of common blocks), LOGICALs,
 // 1-based indices and the arrays of requests and statuses the completion calls take. entry_points.py generates the
-// entry points out of these pieces; every entry point converts its arguments exactly as Open MPI's own Fortran
-// bindings do (ompi/mpi/fortran/mpif-h/*_f.c), so that the C call is the one the program would have made.
+// entry points out of these pieces; every entry point converts its arguments exactly as the MPI's own Fortran
+// bindings do (Open MPI's ompi/mpi/fortran/mpif-h/*_f.c, MPICH's mpi_f08 module), so that the C call is the one the
+// program would have made.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 
+#if defined(OPEN_MPI)
 // Open MPI's Fortran sentinels: common blocks that libmpi.so defines and mpif.h, `use mpi` and `use mpi_f08` name
 // (nm -D libmpi.so: mpi_fortran_in_place_, ...). Weak, so that a libmpi without Fortran support still loads the
 // library; an absent one is a null address, which no Fortran argument matches (the comparisons check for it).
@@ -22,12 +25,11 @@ extern int mpi_fortran_statuses_ignore_ __attribute__((weak));
 extern int mpi_fortran_unweighted_ __attribute__((weak));
 extern int mpi_fortran_weights_empty_ __attribute__((weak));
 }
+#endif
 
 namespace lockstep::check::fortran {
 
 static_assert(sizeof(MPI_Fint) == sizeof(int), "count and displacement arrays are passed to C as they are");
-// A Fortran status is MPI_STATUS_SIZE INTEGERs; Open MPI sizes it as the C struct.
-inline constexpr std::size_t kStatusSize = sizeof(MPI_Status) / sizeof(MPI_Fint);
 // gfortran's .TRUE.; any non-zero LOGICAL reads as true.
 inline constexpr MPI_Fint kTrue = 1;
 
@@ -35,6 +37,36 @@ inline bool is_sentinel(const void* argument, const void* sentinel) noexcept {
     return sentinel != nullptr && argument == sentinel;
 }
 
+// A Fortran status: Open MPI's INTEGER array of MPI_STATUS_SIZE (mpif.h, `use mpi`, and mpi_f08's TYPE(MPI_Status),
+// which has its layout); MPICH's mpi_f08 TYPE(MPI_Status), the only one that reaches this library under MPICH.
+#if defined(OPEN_MPI)
+inline constexpr std::size_t kStatusSize = sizeof(MPI_Status) / sizeof(MPI_Fint);
+inline const void* status_ignore() noexcept {
+    return &mpi_fortran_status_ignore_;
+}
+inline const void* statuses_ignore() noexcept {
+    return &mpi_fortran_statuses_ignore_;
+}
+inline void write_status(const MPI_Status* c, MPI_Fint* fortran) noexcept {
+    MPI_Status_c2f(c, fortran);
+}
+#elif defined(MPICH)
+// MPI_Status_c2f08 lives in libmpichfort, which a C program does not load: the two structs have the same fields in
+// the same order (mpi.h says so), so the status is copied.
+static_assert(sizeof(MPI_F08_status) == sizeof(MPI_Status), "MPICH's mpi_f08 status is its C status");
+inline constexpr std::size_t kStatusSize = sizeof(MPI_F08_status) / sizeof(MPI_Fint);
+inline const void* status_ignore() noexcept {
+    return MPI_F08_STATUS_IGNORE;
+}
+inline const void* statuses_ignore() noexcept {
+    return MPI_F08_STATUSES_IGNORE;
+}
+inline void write_status(const MPI_Status* c, MPI_Fint* fortran) noexcept {
+    std::memcpy(fortran, c, sizeof(*c));
+}
+#endif
+
+#if defined(OPEN_MPI)
 // A choice buffer: MPI_IN_PLACE and MPI_BOTTOM arrive as the addresses of their common blocks.
 inline void* choice_buffer(void* fortran) noexcept {
     if (is_sentinel(fortran, &mpi_fortran_in_place_)) return MPI_IN_PLACE;
@@ -48,6 +80,7 @@ inline const int* graph_weights(MPI_Fint* fortran) noexcept {
     if (is_sentinel(fortran, &mpi_fortran_weights_empty_)) return MPI_WEIGHTS_EMPTY;
     return fortran;
 }
+#endif
 
 // The number of dimensions of a Cartesian communicator (the length of MPI_Cart_sub's remain_dims).
 inline MPI_Fint cartesian_dimensions(MPI_Fint comm) noexcept {
@@ -87,10 +120,10 @@ inline MPI_Fint fortran_index(int c_index) noexcept {
 class StatusOut {
 public:
     explicit StatusOut(MPI_Fint* fortran) noexcept
-        : fortran_(is_sentinel(fortran, &mpi_fortran_status_ignore_) ? nullptr : fortran) {}
+        : fortran_(is_sentinel(fortran, status_ignore()) ? nullptr : fortran) {}
     MPI_Status* c() noexcept { return fortran_ == nullptr ? MPI_STATUS_IGNORE : &c_; }
     void write_back() noexcept {
-        if (fortran_ != nullptr) MPI_Status_c2f(&c_, fortran_);
+        if (fortran_ != nullptr) write_status(&c_, fortran_);
     }
 
 private:
@@ -168,14 +201,13 @@ private:
 class StatusArray {
 public:
     StatusArray(MPI_Fint* fortran, MPI_Fint count) noexcept
-        : fortran_(is_sentinel(fortran, &mpi_fortran_statuses_ignore_) ? nullptr : fortran),
-          c_(fortran_ == nullptr ? 0 : count) {}
+        : fortran_(is_sentinel(fortran, statuses_ignore()) ? nullptr : fortran), c_(fortran_ == nullptr ? 0 : count) {}
     [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
     MPI_Status* c() noexcept { return fortran_ == nullptr ? MPI_STATUSES_IGNORE : c_.data(); }
     // Only the first `filled` statuses hold results (all of them for waitall, outcount for waitsome).
     void write_back(MPI_Fint filled) noexcept {
         if (fortran_ == nullptr) return;
-        for (MPI_Fint i = 0; i < filled; ++i) MPI_Status_c2f(&c_[i], fortran_ + i * kStatusSize);
+        for (MPI_Fint i = 0; i < filled; ++i) write_status(&c_[i], fortran_ + i * kStatusSize);
     }
 
 private:

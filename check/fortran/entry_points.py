@@ -8,8 +8,11 @@ defines these symbols too: every entry point converts its Fortran arguments (con
 own C function, MPI_Allreduce, so that the checks run once and name the program's call site (call_site.hpp).
 
 Each row names the C function and its Fortran arguments in order, as `kind name`; the ierror argument is implied. The
-kinds are those of the KINDS table below. MPICH needs none of this for mpif.h and `use mpi` (its Fortran bindings call
-the C MPI_ functions), so the generated file compiles to nothing where mpi.h is not Open MPI's.
+kinds are those of the KINDS table below.
+
+MPICH's mpif.h and `use mpi` bindings call the C MPI_ functions, and so do its mpi_f08 procedures for the calls with
+a buffer (mpi_allreduce_f08ts_); the others (mpi_barrier_f08_, mpi_init_f08_, mpi_wait_f08_...) call PMPI_ directly.
+Under MPICH the generated file therefore defines those: the rows without a buffer, as mpi_<name>_f08_.
 
 Usage: entry_points.py OUTPUT.cpp
 """
@@ -198,14 +201,27 @@ KINDS = {
 ARGUMENT = re.compile(r"(?P<kind>\w+)(\[(?P<size>[\w()]+)(:(?P<filled>[\w?]+))?\])?\s+(?P<name>\w+)$")
 
 
-def fortran_names(c_name, via_pmpi):
-    """Every symbol a Fortran compiler or Open MPI's mpi_f08 may call for c_name; the first one is defined."""
+def fortran_names(mpi, c_name, via_pmpi):
+    """Every symbol a Fortran compiler or the MPI's mpi_f08 may call for c_name; the first one is defined."""
     lower = c_name.lower()
+    if mpi == "mpich":
+        return [lower + "_f08_"]
     stem = lower[len("mpi_") :]
     names = [f"ompi_{stem}_f", lower, lower + "_", lower + "__", c_name.upper()]
     if via_pmpi:
         names.append("p" + lower + "_")
     return names
+
+
+# MPICH 4.0's own mpi_f08 MPI_Waitsome and MPI_Testsome give 0-based indices: the library keeps them, so that a
+# program sees what it sees without the library.
+MPICH_F08_KEPT = {"MPI_Waitsome", "MPI_Testsome"}
+
+
+def in_mpich_f08(c_name, arguments):
+    """Whether the library defines c_name's MPICH mpi_f08 entry point: the calls without a buffer (and without
+    distributed-graph weights, whose mpi_f08 sentinels MPICH keeps to itself)."""
+    return c_name not in MPICH_F08_KEPT and not re.search(r"\b(buf|weights)\s", arguments)
 
 
 def rows(table):
@@ -238,7 +254,7 @@ def filled_expression(spec, c_names):
     return f"*{spec}"
 
 
-def entry_point(c_name, arguments):
+def entry_point(mpi, c_name, arguments):
     via_pmpi = c_name.endswith("+")
     c_name = c_name.rstrip("+")
     parsed = [ARGUMENT.match(a.strip()) for a in arguments.split(",") if a.strip()]
@@ -290,7 +306,7 @@ def entry_point(c_name, arguments):
         body.append("}")
     body.append("set_error(ierror, rc);")
 
-    names = fortran_names(c_name, via_pmpi)
+    names = fortran_names(mpi, c_name, via_pmpi)
     signature = ", ".join(parameters)
     lines = [f"// {c_name}", f"LOCKSTEP_FORTRAN_ENTRY void {names[0]}({signature}) {{"]
     lines += ["    " + b for b in body]
@@ -306,8 +322,6 @@ HEADER = """\
 // C function.
 #include <mpi.h>
 
-#if defined(OPEN_MPI)
-
 #include "fortran/call_site.hpp"
 #include "fortran/conversions.hpp"
 
@@ -321,8 +335,13 @@ using namespace lockstep::check::fortran;  // NOLINT(google-build-using-namespac
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    text = HEADER + "\n\n".join(entry_point(name, arguments) for name, arguments in rows(TABLE))
-    text += "\n\n#endif  // OPEN_MPI\n"
+    table = rows(TABLE)
+    text = HEADER + "#if defined(OPEN_MPI)\n\n"
+    text += "\n\n".join(entry_point("openmpi", name, arguments) for name, arguments in table)
+    text += "\n\n#elif defined(MPICH)  // mpi_f08 only\n\n"
+    mpich = [(name.rstrip("+"), arguments) for name, arguments in table if in_mpich_f08(name.rstrip("+"), arguments)]
+    text += "\n\n".join(entry_point("mpich", name, arguments) for name, arguments in mpich)
+    text += "\n\n#endif\n"
     with open(sys.argv[1], "w") as out:
         out.write(text)
 
