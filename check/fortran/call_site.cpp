@@ -12,8 +12,11 @@
 namespace lockstep::check::fortran {
 namespace {
 
-// Libraries whose code stands between the program and an entry point: Open MPI's mpi_f08 module procedures.
-constexpr std::array kBindingLibraries{"libmpi_usempif08.so"};
+// Libraries whose code stands between the program and an entry point: Open MPI's mpi_f08 module procedures, and
+// MPICH's Fortran bindings, whose procedures call the C functions themselves (through one or two frames).
+constexpr std::array kBindingLibraries{"libmpi_usempif08.so", "libmpichfort.so"};
+// A bound on the binding library's frames in a row (MPICH's mpi_f08 has two), against a corrupt stack.
+constexpr int kMaxBindingFrames = 4;
 
 struct AddressRange {
     std::uintptr_t begin;
@@ -54,12 +57,13 @@ bool in_binding_code(std::uintptr_t address) noexcept {
 }
 
 // The unwinder's walk. Each context gives a frame's return address (into its caller) and the frame's own canonical
-// frame address: the context whose return address is `return_address` is the entry point's, the next one is the
-// binding library's, whose return address is the program's call site.
+// frame address: the context whose return address is `return_address` is the entry point's, the next ones are the
+// binding library's, and the first return address out of that library is the program's call site.
 struct Walk {
     std::uintptr_t return_address;
     bool entry_seen = false;
-    std::uintptr_t binding_frame = 0;  // the binding library's canonical frame address
+    int binding_frames = 0;
+    std::uintptr_t binding_frame = 0;  // the canonical frame address of the binding library's outermost frame
     std::uintptr_t call_site = 0;
 };
 
@@ -70,6 +74,8 @@ _Unwind_Reason_Code step(_Unwind_Context* context, void* argument) {
         walk->entry_seen = ip == walk->return_address;
         return _URC_NO_REASON;
     }
+    if (++walk->binding_frames > kMaxBindingFrames) return _URC_END_OF_STACK;
+    if (in_binding_code(ip)) return _URC_NO_REASON;
     walk->call_site = ip;
     walk->binding_frame = _Unwind_GetCFA(context);
     return _URC_END_OF_STACK;
