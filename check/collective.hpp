@@ -64,7 +64,8 @@ struct CheckRecord {
     SideSignature send;           // what this process sends (each peer the same), when the rule compares it
     SideSignature recv;           // what it expects from each peer
     std::int32_t root;            // -1: not rooted
-    std::int32_t in_place;
+    std::int16_t in_place;
+    std::int16_t rule;  // Rule
     detail::FixedText<32> function;
     detail::FixedText<64> reduce_op;
 };

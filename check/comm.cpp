@@ -38,23 +38,26 @@ void before_blocking() {
     if (deferred_pending()) progress_deferred();
 }
 
+// A blocking constructor's call, on the watchdog's board while it runs.
+template <class Make>
+int construct(const char* function, MPI_Comm parent, int tag, const void* caller, Make make) {
+    const CallScope scope(
+        CallDescriptor{function, parent, kNoPeer, tag, 0, MPI_DATATYPE_NULL, caller, CallKind::Collective});
+    before_blocking();
+    return make();
+}
+
 }  // namespace
 }  // namespace lockstep::check
 
 using namespace lockstep::check;
 
-#define LOCKSTEP_CHECK_CONSTRUCTOR(name, parent, color, pmpi_call)                                                    \
-    do {                                                                                                              \
-        const void* caller = LOCKSTEP_CHECK_CALLER();                                                                 \
-        const CallDescriptor call{name, parent, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller, CallKind::Collective}; \
-        int rc = MPI_SUCCESS;                                                                                         \
-        {                                                                                                             \
-            const CallScope scope(call);                                                                              \
-            before_blocking();                                                                                        \
-            rc = pmpi_call;                                                                                           \
-        }                                                                                                             \
-        if (rc == MPI_SUCCESS) created(*newcomm, parent, name, caller, color);                                        \
-        return rc;                                                                                                    \
+#define LOCKSTEP_CHECK_CONSTRUCTOR(name, parent, color, pmpi_call)                         \
+    do {                                                                                   \
+        const void* caller = LOCKSTEP_CHECK_CALLER();                                      \
+        const int rc = construct(name, parent, kNoTag, caller, [&] { return pmpi_call; }); \
+        if (rc == MPI_SUCCESS) created(*newcomm, parent, name, caller, color);             \
+        return rc;                                                                         \
     } while (false)
 
 LOCKSTEP_CHECK_ENTRY int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
@@ -65,6 +68,22 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
 LOCKSTEP_CHECK_ENTRY int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Comm_dup_with_info(comm, info, newcomm));
     LOCKSTEP_CHECK_CONSTRUCTOR("MPI_Comm_dup_with_info", comm, 0, PMPI_Comm_dup_with_info(comm, info, newcomm));
+}
+
+LOCKSTEP_CHECK_ENTRY int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+    LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Comm_idup(comm, newcomm, request));
+    const void* caller = LOCKSTEP_CHECK_CALLER();
+    const CallDescriptor call{"MPI_Comm_idup",     comm, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller,
+                              CallKind::Collective};
+    const int rc = PMPI_Comm_idup(comm, newcomm, request);
+    if (rc != MPI_SUCCESS) return rc;
+    if (debug_mode) {
+        const InsideLockstep inside;
+        register_nonblocking_dup(*newcomm, comm, "MPI_Comm_idup", caller);
+    }
+    request_started(*request, call);
+    communicator_created(*newcomm, comm, "MPI_Comm_idup", caller);
+    return rc;
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
@@ -78,14 +97,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_split_type(MPI_Comm comm, int split_type, int 
     // The colour (the node, for MPI_COMM_TYPE_SHARED) is MPI's choice: members of one new communicator share the rank
     // of its first member in the parent.
     const void* caller = LOCKSTEP_CHECK_CALLER();
-    const CallDescriptor call{"MPI_Comm_split_type", comm, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller,
-                              CallKind::Collective};
-    int rc = MPI_SUCCESS;
-    {
-        const CallScope scope(call);
-        before_blocking();
-        rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
-    }
+    const int rc = construct("MPI_Comm_split_type", comm, kNoTag, caller,
+                             [&] { return PMPI_Comm_split_type(comm, split_type, key, info, newcomm); });
     if (rc != MPI_SUCCESS) return rc;
     const std::uint64_t color = *newcomm == MPI_COMM_NULL ? 0 : first_member(*newcomm, comm);
     created(*newcomm, comm, "MPI_Comm_split_type", caller, color);
@@ -102,14 +115,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, i
     // Only the group's members call it: the tag and the group's first member (which the members share) tell it from
     // its siblings; the parent's creation count, which the other members do not advance, stays as it is.
     const void* caller = LOCKSTEP_CHECK_CALLER();
-    const CallDescriptor call{"MPI_Comm_create_group", comm, kNoPeer, tag, 0, MPI_DATATYPE_NULL, caller,
-                              CallKind::Collective};
-    int rc = MPI_SUCCESS;
-    {
-        const CallScope scope(call);
-        before_blocking();
-        rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
-    }
+    const int rc = construct("MPI_Comm_create_group", comm, tag, caller,
+                             [&] { return PMPI_Comm_create_group(comm, group, tag, newcomm); });
     if (rc != MPI_SUCCESS || *newcomm == MPI_COMM_NULL) return rc;
     std::uint64_t color = 0;
     {
@@ -138,14 +145,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MP
     // Like a split whose colour is the coordinates left out: the members of one sub-grid share the parent rank of
     // their first member.
     const void* caller = LOCKSTEP_CHECK_CALLER();
-    const CallDescriptor call{"MPI_Cart_sub",      comm, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller,
-                              CallKind::Collective};
-    int rc = MPI_SUCCESS;
-    {
-        const CallScope scope(call);
-        before_blocking();
-        rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
-    }
+    const int rc =
+        construct("MPI_Cart_sub", comm, kNoTag, caller, [&] { return PMPI_Cart_sub(comm, remain_dims, newcomm); });
     if (rc != MPI_SUCCESS) return rc;
     const std::uint64_t color = *newcomm == MPI_COMM_NULL ? 0 : first_member(*newcomm, comm);
     created(*newcomm, comm, "MPI_Cart_sub", caller, color);
@@ -194,14 +195,8 @@ LOCKSTEP_CHECK_ENTRY int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_C
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Intercomm_merge(intercomm, high, newcomm));
     // The two groups' records have different parents' identifiers: the merged one is named by its size alone.
     const void* caller = LOCKSTEP_CHECK_CALLER();
-    const CallDescriptor call{"MPI_Intercomm_merge", intercomm, kNoPeer, kNoTag, 0, MPI_DATATYPE_NULL, caller,
-                              CallKind::Collective};
-    int rc = MPI_SUCCESS;
-    {
-        const CallScope scope(call);
-        before_blocking();
-        rc = PMPI_Intercomm_merge(intercomm, high, newcomm);
-    }
+    const int rc = construct("MPI_Intercomm_merge", intercomm, kNoTag, caller,
+                             [&] { return PMPI_Intercomm_merge(intercomm, high, newcomm); });
     if (rc == MPI_SUCCESS) created(*newcomm, MPI_COMM_NULL, "MPI_Intercomm_merge", caller);
     return rc;
 }

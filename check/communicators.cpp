@@ -96,13 +96,36 @@ void register_communicator(MPI_Comm created, MPI_Comm parent, const char* functi
     reg.live[created] = std::move(record);
 }
 
+void register_nonblocking_dup(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller) {
+    CommunicatorRecord* p = find_communicator(parent);
+    if (p == nullptr) return;  // a new communicator of an unknown parent gets its shadow at its first collective
+    auto record = std::make_unique<CommunicatorRecord>();
+    record->comm = created;
+    record->id = p->id != 0 ? mix_id(mix_id(p->id, ++p->children), 0) : 0;
+    record->created_by = function;
+    record->caller = caller;
+    record->rank = p->rank;
+    record->size = p->size;
+    record->inter = p->inter;
+    if (p->shadow != MPI_COMM_NULL) PMPI_Comm_idup(p->shadow, &record->shadow, &record->shadow_pending);
+    Registry& reg = registry();
+    std::unique_lock lock(reg.mutex);
+    reg.live[created] = std::move(record);
+}
+
 CommunicatorRecord* find_communicator(MPI_Comm comm) {
     if (comm == MPI_COMM_NULL) return nullptr;
     Registry& reg = registry();
+    CommunicatorRecord* found = nullptr;
     {
         std::shared_lock lock(reg.mutex);
         const auto it = reg.live.find(comm);
-        if (it != reg.live.end()) return it->second.get();
+        if (it != reg.live.end()) found = it->second.get();
+    }
+    if (found != nullptr) {
+        // Every member duplicated the shadow with the program's MPI_Comm_idup, whose request completed before this use.
+        if (found->shadow_pending != MPI_REQUEST_NULL) PMPI_Wait(&found->shadow_pending, MPI_STATUS_IGNORE);
+        return found;
     }
     // Unknown: made by a function this library does not intercept. Every member meets it first at the same
     // collective, where each makes its shadow now.
@@ -122,7 +145,7 @@ void forget_communicator(MPI_Comm comm) {
         if (it == reg.live.end()) return;
         record = std::move(it->second);
         reg.live.erase(it);
-        if (record->id != 0) {
+        if (record->id != 0 && record->size > 1) {
             reg.freed.push_back({record->id, record->collectives, record->size, communicator_label(*record)});
         }
     }
@@ -134,7 +157,8 @@ std::vector<CommunicatorCount> communicator_counts() {
     std::shared_lock lock(reg.mutex);
     std::vector<CommunicatorCount> counts = reg.freed;
     for (const auto& [comm, r] : reg.live) {
-        if (!r->inter && r->id != 0) counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
+        if (!r->inter && r->id != 0 && r->size > 1)
+            counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
     }
     return counts;
 }

@@ -19,9 +19,10 @@ namespace lockstep::check {
 struct CommunicatorRecord {
     MPI_Comm comm = MPI_COMM_NULL;
     MPI_Comm shadow = MPI_COMM_NULL;
-    std::uint64_t id = 0;           // 0: unknown to some members, never compared
-    std::uint64_t collectives = 0;  // collectives the program made on it
-    std::uint64_t children = 0;     // communicators made from it
+    MPI_Request shadow_pending = MPI_REQUEST_NULL;  // MPI_Comm_idup's: the shadow's own duplication, until first use
+    std::uint64_t id = 0;                           // 0: unknown to some members, never compared
+    std::uint64_t collectives = 0;                  // collectives the program made on it
+    std::uint64_t children = 0;                     // communicators made from it
     int rank = 0;
     int size = 0;
     bool inter = false;
@@ -45,6 +46,9 @@ enum class Derivation {
 // port's) gets identifier 0, left out of the comparison at MPI_Finalize. Does nothing for MPI_COMM_NULL.
 void register_communicator(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller,
                            std::uint64_t color = 0, Derivation derivation = Derivation::EveryMember);
+// Registers the communicator of an MPI_Comm_idup of `parent`, not usable before the program's request completes: its
+// shadow is a non-blocking duplication of the parent's shadow (same group), completed at its first use.
+void register_nonblocking_dup(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller);
 // The program freed `comm`: its shadow goes too; its call count is kept for the comparison at MPI_Finalize.
 void forget_communicator(MPI_Comm comm);
 // The shadows of world and self, at MPI_Init.
@@ -53,8 +57,9 @@ void register_predefined_communicators();
 // "MPI_COMM_WORLD", "the communicator of MPI_Comm_split at f (file:line)".
 [[nodiscard]] std::string communicator_label(const CommunicatorRecord& comm);
 
-// What MPI_Finalize compares: one row per communicator the program made, freed or not (rows with the same
-// identifier are added up).
+// What MPI_Finalize compares: one row per communicator of two or more processes the program made, freed or not (rows
+// with the same identifier are added up). A communicator of one process (MPI_COMM_SELF, a duplicate of it) is another
+// communicator on every process, whatever its identifier.
 struct CommunicatorCount {
     std::uint64_t id;
     std::uint64_t collectives;

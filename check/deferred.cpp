@@ -1,23 +1,27 @@
 // The run of a checked collective (debug mode): the signature exchange on the communicator's shadow, for the
 // v-variants the per-peer comparison, then the payload.
 //
-// The exchanges are non-blocking collectives on every process and for every call (MPI never matches a blocking
-// collective with a non-blocking one, and whether a call must keep deferred ones moving while it waits differs
-// between processes); the payload keeps the program's form. A blocking collective made while no non-blocking one is
-// in flight waits for its exchanges in PMPI_Wait, then runs its payload. A non-blocking one gets a generalized request
-// (MPI_Grequest_start) as the program's handle, joins the queue of deferred calls, and posts its exchange with
-// non-blocking calls; its payload starts only once the exchange agreed, and the request completes when the payload has.
-// Deferred calls move on in progress_deferred, which every intercepted blocking call runs while it waits (a blocking
-// call made while something is deferred joins the queue and waits for its turn the same way, up to its payload, which
-// it then runs as the blocking call it is), so a correct program that waits for a non-blocking collective on one
-// process while its peer blocks elsewhere still runs: the peer's wait moves its deferred call on.
+// The exchanges are point-to-point messages on the shadow (each process sends its record to every other), never
+// collectives: MPI matches a blocking point-to-point call with a non-blocking one, whereas it never matches a blocking
+// collective with a non-blocking one, and whether a call must keep deferred ones moving while it waits (and so cannot
+// block) differs between processes. Messages between two processes on one shadow arrive in the order they were sent,
+// and every process makes its exchanges in the order of its calls, so the k-th record from a peer is its k-th call's.
+// Tags keep the stages apart. The payload keeps the program's form. A blocking collective made while no non-blocking
+// one is in flight waits for its exchanges in PMPI_Waitall, then runs its payload. A non-blocking one gets a
+// generalized request (MPI_Grequest_start) as the program's handle, joins the queue of deferred calls, and posts its
+// exchange with non-blocking calls; its payload starts only once the exchange agreed, and the request completes when
+// the payload has. Deferred calls move on in progress_deferred, which every intercepted blocking call runs while it
+// waits (a blocking call made while something is deferred joins the queue and waits for its turn the same way, up to
+// its payload, which it then runs as the blocking call it is), so a correct program that waits for a non-blocking
+// collective on one process while its peer blocks elsewhere still runs: the peer's wait moves its deferred call on.
 //
 // MPI wants the collectives of one communicator started in the same order on every process, and the exchanges on the
-// shadow are collectives too: only the oldest deferred call of a communicator that has not started its payload posts
-// exchanges, so that every process posts them, and starts the payloads, in the order of the program's calls.
+// shadow must follow the order of the calls: only the oldest deferred call of a communicator that has not started its
+// payload posts exchanges, so that every process posts them, and starts the payloads, in the order of its calls.
 
 #include "collective.hpp"
 #include "entry.hpp"
+#include "python_site.hpp"
 
 #include <lockstep/base/symbolizer.hpp>
 
@@ -37,15 +41,17 @@ struct Pending {
     CollectiveCall call;
     CommunicatorRecord* comm = nullptr;
     Stage stage = Stage::Exchange;
-    bool posted = false;  // the current stage's exchange is in flight
-    MPI_Request shadow = MPI_REQUEST_NULL;
+    bool posted = false;                // the current stage's exchange is in flight
+    std::vector<MPI_Request> messages;  // its sends and receives
     MPI_Request payload = MPI_REQUEST_NULL;
     MPI_Request user = MPI_REQUEST_NULL;  // the program's handle; null for a blocking call
     CheckRecord mine{};
+    std::vector<CheckRecord> mine_out;  // mine, once per peer, while the sends are in flight
     std::vector<CheckRecord> all;
     std::vector<SideSignature> sends;
     std::vector<SideSignature> received;
     Verdict verdict{};
+    std::vector<Verdict> verdict_out;
     std::vector<Verdict> verdicts;
     int error = MPI_SUCCESS;
 };
@@ -77,11 +83,43 @@ int cancel_nothing(void* /*state*/, int /*complete*/) {
     return MPI_SUCCESS;
 }  // collectives cannot be cancelled
 
-// Posts an exchange of `mine` into `all` on the shadow: every process's bytes in rank order.
+// The stages' tags on the shadow.
+enum Tag : int { kRecordTag = 1, kTransposeTag, kVerdictTag, kSiteTag };
+
+// Posts an exchange on the shadow: `out[j]` goes to process j, `in[j]` comes from it (out[me] is copied to in[me]).
 template <class T>
-int exchange(const T& mine, std::vector<T>& all, MPI_Comm shadow, int size, MPI_Request* request) {
-    all.resize(static_cast<std::size_t>(size));
-    return PMPI_Iallgather(&mine, sizeof(T), MPI_BYTE, all.data(), sizeof(T), MPI_BYTE, shadow, request);
+int post_exchange(const std::vector<T>& out, std::vector<T>& in, const CommunicatorRecord& comm, Tag tag,
+                  std::vector<MPI_Request>& messages) {
+    in.resize(static_cast<std::size_t>(comm.size));
+    in[static_cast<std::size_t>(comm.rank)] = out[static_cast<std::size_t>(comm.rank)];
+    messages.clear();
+    for (int j = 0; j < comm.size; ++j) {
+        if (j == comm.rank) continue;
+        messages.push_back(MPI_REQUEST_NULL);
+        if (const int rc = PMPI_Irecv(&in[static_cast<std::size_t>(j)], sizeof(T), MPI_BYTE, j, tag, comm.shadow,
+                                      &messages.back());
+            rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    for (int j = 0; j < comm.size; ++j) {
+        if (j == comm.rank) continue;
+        messages.push_back(MPI_REQUEST_NULL);
+        if (const int rc = PMPI_Isend(&out[static_cast<std::size_t>(j)], sizeof(T), MPI_BYTE, j, tag, comm.shadow,
+                                      &messages.back());
+            rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+// The same record to every process (`out` keeps it until the sends complete).
+template <class T>
+int post_allgather(const T& mine, std::vector<T>& out, std::vector<T>& all, const CommunicatorRecord& comm, Tag tag,
+                   std::vector<MPI_Request>& messages) {
+    out.assign(static_cast<std::size_t>(comm.size), mine);
+    return post_exchange(out, all, comm, tag, messages);
 }
 
 // Whether the current stage's exchange is done (posting it first; `blocking`: waiting for it); false: come back later.
@@ -96,11 +134,12 @@ bool round_done(Pending& p, bool blocking, Post post) {
         }
     }
     int flag = 0;
+    const int count = static_cast<int>(p.messages.size());
     if (blocking) {
-        PMPI_Wait(&p.shadow, MPI_STATUS_IGNORE);
+        PMPI_Waitall(count, p.messages.data(), MPI_STATUSES_IGNORE);
         flag = 1;
     } else {
-        PMPI_Test(&p.shadow, &flag, MPI_STATUS_IGNORE);
+        PMPI_Testall(count, p.messages.data(), &flag, MPI_STATUSES_IGNORE);
     }
     if (flag == 0) return false;
     p.posted = false;
@@ -115,12 +154,12 @@ void finish(Pending& p) {
 // Every process found the same disagreement: one more exchange brings every process's call site, then the report.
 void fail(Pending& p, const std::string& headline) {
     detail::FixedText<200> site{};
-    site.assign(base::describe_call_site(p.call.caller), true);
+    site.assign(report_call_site(p.call.caller), true);
+    std::vector<detail::FixedText<200>> out;
     std::vector<detail::FixedText<200>> sites;
-    MPI_Request request = MPI_REQUEST_NULL;
     std::vector<std::string> site_texts;
-    if (exchange(site, sites, p.comm->shadow, p.comm->size, &request) == MPI_SUCCESS &&
-        PMPI_Wait(&request, MPI_STATUS_IGNORE) == MPI_SUCCESS) {
+    if (post_allgather(site, out, sites, *p.comm, kSiteTag, p.messages) == MPI_SUCCESS &&
+        PMPI_Waitall(static_cast<int>(p.messages.size()), p.messages.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS) {
         for (const auto& s : sites) site_texts.push_back(s.str());
     } else {
         site_texts.assign(static_cast<std::size_t>(p.comm->size), "an unknown call site");
@@ -133,11 +172,13 @@ void fail(Pending& p, const std::string& headline) {
 // which its caller runs.
 void step(Pending& p, bool blocking) {
     const int size = p.comm->size;
-    const MPI_Comm shadow = p.comm->shadow;
+    const CommunicatorRecord& comm = *p.comm;
     for (;;) {
         switch (p.stage) {
             case Stage::Exchange:
-                if (!round_done(p, blocking, [&] { return exchange(p.mine, p.all, shadow, size, &p.shadow); })) {
+                if (!round_done(p, blocking, [&] {
+                        return post_allgather(p.mine, p.mine_out, p.all, comm, kRecordTag, p.messages);
+                    })) {
                     return;
                 }
                 if (auto headline = compare_records(p.call.rule, p.all)) return fail(p, *headline);
@@ -148,10 +189,7 @@ void step(Pending& p, bool blocking) {
             case Stage::Transpose:
                 if (!round_done(p, blocking, [&] {
                         p.sends = sends_to_peers(p.call, size);
-                        p.received.resize(static_cast<std::size_t>(size));
-                        constexpr int bytes = sizeof(SideSignature);
-                        return PMPI_Ialltoall(p.sends.data(), bytes, MPI_BYTE, p.received.data(), bytes, MPI_BYTE,
-                                              shadow, &p.shadow);
+                        return post_exchange(p.sends, p.received, comm, kTransposeTag, p.messages);
                     })) {
                     return;
                 }
@@ -160,7 +198,7 @@ void step(Pending& p, bool blocking) {
             case Stage::Verdict:
                 if (!round_done(p, blocking, [&] {
                         p.verdict = local_verdict(p.call, *p.comm, p.all, p.received);
-                        return exchange(p.verdict, p.verdicts, shadow, size, &p.shadow);
+                        return post_allgather(p.verdict, p.verdict_out, p.verdicts, comm, kVerdictTag, p.messages);
                     })) {
                     return;
                 }

@@ -156,20 +156,32 @@ Sequence canonicalize(std::vector<TypeRun> runs, std::uint64_t reps) {
     if (runs.size() == 1) return Sequence{{{runs[0].basic, 1}}, runs[0].count * reps, false};
     std::uint64_t length = 0;
     for (const auto& r : runs) length += r.count;
-    // A period shorter than the sequence divides its length, and (when the first and last runs differ) ends at a run
-    // boundary: the root's last element differs from the next copy's first. The first boundary that is a period is
-    // the primitive root's.
-    if (runs.front().basic != runs.back().basic) {
-        std::uint64_t d = 0;
-        for (std::size_t i = 0; i + 1 < runs.size() && d <= length / 2; ++i) {
-            d += runs[i].count;
-            if (d > length / 2 || length % d != 0 || !has_period(runs, length, d)) continue;
-            std::vector<TypeRun> root(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(i + 1));
-            return Sequence{std::move(root), reps * (length / d), false};
-        }
+    // A period d shorter than the sequence divides its length, and the copy of the root that starts at d starts as
+    // the sequence does: at a run boundary (when the root's first and last types differ), or `runs[0].count` before
+    // the end of a run of the first type (when they are the same, the copies' seams merge into one run). The first
+    // such d that is a period is the primitive root's.
+    std::vector<std::uint64_t> candidates;
+    std::uint64_t end = 0;
+    for (const auto& r : runs) {
+        end += r.count;
+        candidates.push_back(end);
+        if (r.basic == runs[0].basic && r.count >= runs[0].count) candidates.push_back(end - runs[0].count);
     }
-    // First and last runs of one type never repeat exactly (their copies would merge), so the sequence is its own
-    // root.
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    for (const std::uint64_t d : candidates) {
+        if (d == 0 || d > length / 2) continue;
+        if (length % d != 0 || !has_period(runs, length, d)) continue;
+        std::vector<TypeRun> root;
+        std::uint64_t left = d;
+        for (const auto& r : runs) {
+            const std::uint64_t take = std::min(left, r.count);
+            append(root, {r.basic, take});
+            left -= take;
+            if (left == 0) break;
+        }
+        return Sequence{std::move(root), reps * (length / d), false};
+    }
     return Sequence{std::move(runs), reps, false};
 }
 

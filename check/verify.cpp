@@ -50,6 +50,7 @@ CheckRecord make_record(const CollectiveCall& call, const CommunicatorRecord& co
     r.function.assign(call.function);
     r.root = rooted(call.rule) ? call.root : -1;
     r.in_place = call.in_place ? 1 : 0;
+    r.rule = static_cast<std::int16_t>(call.rule);
     if (reduces(call.rule)) {
         const ReduceOpIdentity op = reduce_op_identity(call.op);
         r.reduce_op_key = op.key;
@@ -272,7 +273,11 @@ std::string mismatch_report(const CommunicatorRecord& comm, const std::string& h
     for (std::size_t i = 0; i < all.size(); ++i) {
         const CheckRecord& r = all[i];
         std::vector<std::string> args;
-        if (r.send.present != 0) args.push_back("send " + describe(r.send));
+        // One buffer (a broadcast's, a reduction's): its count and type; else what is sent and what received.
+        const auto rule = static_cast<Rule>(r.rule);
+        const bool one_buffer =
+            rule == Rule::Bcast || rule == Rule::Reduce || rule == Rule::Allreduce || rule == Rule::ReduceScatter;
+        if (r.send.present != 0) args.push_back((one_buffer ? "" : "send ") + describe(r.send));
         if (r.recv.present != 0) args.push_back("recv " + describe(r.recv));
         if (r.in_place != 0) args.emplace_back("MPI_IN_PLACE");
         if (r.root >= 0) args.push_back(fmt::format("root {}", r.root));

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential g++ pkg-config meson ninja-build git
   openmpi-bin libopenmpi-dev
+  # A real MPI program the checking library runs under in the suite (tests/check/hpcc_test.py).
+  hpcc
   libboost-log-dev libboost-test-dev
   # The symbolizer's backend (base/symbolizer.cpp: Boost.Stacktrace over libbacktrace).
   libboost-stacktrace-dev

@@ -10,12 +10,12 @@
 
 static int rank, size;
 
-#define EXPECT(cond)                                                                        \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
+#define EXPECT(cond)                                                                                \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
             fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #cond); \
-            MPI_Abort(MPI_COMM_WORLD, 3);                                                   \
-        }                                                                                   \
+            MPI_Abort(MPI_COMM_WORLD, 3);                                                           \
+        }                                                                                           \
     } while (0)
 
 static void my_max(void* in, void* inout, int* len, MPI_Datatype* type) {
@@ -33,12 +33,15 @@ static void blocking_collectives(MPI_Comm comm) {
 
     /* 4 MPI_INT on the root, one contiguous(4, MPI_INT) elsewhere: the same type signature. */
     int buf[4] = {0, 0, 0, 0};
-    if (me == 0) for (int i = 0; i < 4; ++i) buf[i] = 10 + i;
+    if (me == 0)
+        for (int i = 0; i < 4; ++i) buf[i] = 10 + i;
     MPI_Datatype four;
     MPI_Type_contiguous(4, MPI_INT, &four);
     MPI_Type_commit(&four);
-    if (me == 0) MPI_Bcast(buf, 4, MPI_INT, 0, comm);
-    else MPI_Bcast(buf, 1, four, 0, comm);
+    if (me == 0)
+        MPI_Bcast(buf, 4, MPI_INT, 0, comm);
+    else
+        MPI_Bcast(buf, 1, four, 0, comm);
     EXPECT(buf[3] == 13);
 
     /* A vector of 2 blocks of 2 doubles against 4 doubles. */
@@ -55,7 +58,10 @@ static void blocking_collectives(MPI_Comm comm) {
     }
 
     /* A struct {int, double x2} sent as such and received as its basic types in a struct of another layout. */
-    struct pair { int i; double d[2]; } p = {me, {me + 0.5, me + 1.5}};
+    struct pair {
+        int i;
+        double d[2];
+    } p = {me, {me + 0.5, me + 1.5}};
     int lens[2] = {1, 2};
     MPI_Aint offs[2] = {offsetof(struct pair, i), offsetof(struct pair, d)};
     MPI_Datatype types[2] = {MPI_INT, MPI_DOUBLE};
@@ -71,9 +77,12 @@ static void blocking_collectives(MPI_Comm comm) {
     MPI_Type_commit(&two_pairs);
     struct pair mine2[2] = {p, p};
     struct pair* all2 = malloc(sizeof(struct pair) * 2 * (size_t)n);
-    if (me == 0) MPI_Gather(mine2, 2, pair_type, all2, 1, two_pairs, 0, comm);
-    else MPI_Gather(mine2, 1, two_pairs, all2, 2, pair_type, 0, comm);
-    if (me == 0) for (int r = 0; r < n; ++r) EXPECT(all2[2 * r + 1].i == r);
+    if (me == 0)
+        MPI_Gather(mine2, 2, pair_type, all2, 1, two_pairs, 0, comm);
+    else
+        MPI_Gather(mine2, 1, two_pairs, all2, 2, pair_type, 0, comm);
+    if (me == 0)
+        for (int r = 0; r < n; ++r) EXPECT(all2[2 * r + 1].i == r);
     free(all2);
     free(all);
     MPI_Type_free(&two_pairs);
@@ -92,8 +101,10 @@ static void blocking_collectives(MPI_Comm comm) {
     }
     MPI_Scatter(many, 4, MPI_INT, one, 4, MPI_INT, 0, comm);
     EXPECT(one[0] == me);
-    if (me == 0) MPI_Scatter(many, 4, MPI_INT, MPI_IN_PLACE, 4, MPI_INT, 0, comm);
-    else MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, one, 4, MPI_INT, 0, comm);
+    if (me == 0)
+        MPI_Scatter(many, 4, MPI_INT, MPI_IN_PLACE, 4, MPI_INT, 0, comm);
+    else
+        MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, one, 4, MPI_INT, 0, comm);
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, many, 4, MPI_INT, comm);
     MPI_Alltoall(many, 4, MPI_INT, many + 0, 4, MPI_INT, comm) == MPI_SUCCESS ? (void)0 : (void)0;
     MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, many, 4, MPI_INT, comm);
@@ -103,7 +114,11 @@ static void blocking_collectives(MPI_Comm comm) {
     int* counts = malloc(sizeof(int) * (size_t)n);
     int* displs = malloc(sizeof(int) * (size_t)n);
     int total = 0;
-    for (int r = 0; r < n; ++r) { counts[r] = r + 1; displs[r] = total; total += r + 1; }
+    for (int r = 0; r < n; ++r) {
+        counts[r] = r + 1;
+        displs[r] = total;
+        total += r + 1;
+    }
     int* mine = malloc(sizeof(int) * (size_t)(me + 1));
     for (int i = 0; i <= me; ++i) mine[i] = me;
     int* gathered = malloc(sizeof(int) * (size_t)total);
@@ -120,8 +135,12 @@ static void blocking_collectives(MPI_Comm comm) {
     int* rdispls = malloc(sizeof(int) * (size_t)n);
     int stotal = 0, rtotal = 0;
     for (int j = 0; j < n; ++j) {
-        scounts[j] = me + j + 1; sdispls[j] = stotal; stotal += scounts[j];
-        rcounts[j] = j + me + 1; rdispls[j] = rtotal; rtotal += rcounts[j];
+        scounts[j] = me + j + 1;
+        sdispls[j] = stotal;
+        stotal += scounts[j];
+        rcounts[j] = j + me + 1;
+        rdispls[j] = rtotal;
+        rtotal += rcounts[j];
     }
     int* sbuf = calloc((size_t)stotal, sizeof(int));
     int* rbuf = calloc((size_t)rtotal, sizeof(int));
@@ -138,8 +157,15 @@ static void blocking_collectives(MPI_Comm comm) {
     }
     MPI_Alltoallw(sbuf, scounts, sbytes, ts, rbuf, rcounts, rbytes, ts, comm);
     EXPECT(rbuf[0] == 0);
-    free(ts); free(sbytes); free(rbytes);
-    free(sbuf); free(rbuf); free(scounts); free(rcounts); free(sdispls); free(rdispls);
+    free(ts);
+    free(sbytes);
+    free(rbytes);
+    free(sbuf);
+    free(rbuf);
+    free(scounts);
+    free(rcounts);
+    free(sdispls);
+    free(rdispls);
 
     /* Reductions, with a user op. */
     int v = me + 1, sum = 0;
@@ -162,7 +188,10 @@ static void blocking_collectives(MPI_Comm comm) {
     EXPECT(out[1] == n);
     MPI_Reduce_scatter(block, out, counts, MPI_INT, MPI_SUM, comm) == MPI_SUCCESS ? (void)0 : (void)0;
     free(block);
-    free(counts); free(displs); free(mine); free(gathered);
+    free(counts);
+    free(displs);
+    free(mine);
+    free(gathered);
 }
 
 static void nonblocking_collectives(MPI_Comm comm) {
@@ -250,6 +279,12 @@ int main(int argc, char** argv) {
     MPI_Comm_split(dup, rank % 2, -rank, &half);
     blocking_collectives(half);
     nonblocking_collectives(half);
+    MPI_Comm idup;
+    MPI_Request idup_request;
+    MPI_Comm_idup(half, &idup, &idup_request);
+    MPI_Wait(&idup_request, MPI_STATUS_IGNORE);
+    nonblocking_collectives(idup);
+    MPI_Comm_free(&idup);
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Barrier(node);
     MPI_Group world_group, first_two;
