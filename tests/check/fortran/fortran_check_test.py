@@ -11,13 +11,17 @@ Usage:
       reported once for the whole job, as lockstep's watchdog reports its own: that report must name the function,
       the line and what every process is doing.
 
-Exit 77 (skipped) where the library does not intercept the C function the bug needs yet.
+MPIRUN may be the lockstep program (bug only): the job is then started by `lockstep launch --check`, which finds the
+library itself (LIBRARY is then only read for what it intercepts). Exit 77 (skipped) where the library does not
+intercept the C function the bug needs yet.
 """
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 # Each bug: the C functions the library must intercept to see it, and the MPI function its report names.
 BUGS = {
@@ -35,17 +39,29 @@ REPORT = re.compile(r"lockstep", re.IGNORECASE)
 
 
 def run(mpirun, np_, program, args, library=None):
-    command = [mpirun, "-n", str(np_), "--tag-output"]
-    if library:
-        for variable in ("LD_PRELOAD=" + library, "LOCKSTEP_DEBUG_MODE=1", "LOCKSTEP_TIMEOUT=5"):
-            command += ["-x", variable]
-    command += [program] + args
+    """The job's exit code, stdout and stderr; with `library`, under the checks in debug mode, a hang reported after
+    5 s. A job still running after JOB_TIMEOUT is killed, all of its processes, and the test fails."""
+    if os.path.basename(mpirun) == "lockstep":
+        command = [mpirun, "launch", "--check", "--debug", "--timeout", "5", "-n", str(np_)]
+        command += ["--mpirun-args", "--tag-output", "--", program] + args
+    else:
+        command = [mpirun, "-n", str(np_), "--tag-output"]
+        if library:
+            for variable in ("LD_PRELOAD=" + library, "LOCKSTEP_DEBUG_MODE=1", "LOCKSTEP_TIMEOUT=5"):
+                command += ["-x", variable]
+        command += [program] + args
     env = dict(os.environ, LOCKSTEP_CONFIG_FILE="")
+    job = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
-        raise SystemExit(f"FAIL: the job did not end within {JOB_TIMEOUT} s: {' '.join(command)}\n{out}")
+        stdout, stderr = job.communicate(timeout=JOB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        raise SystemExit(f"FAIL: the job did not end within {JOB_TIMEOUT} s: {' '.join(command)}\n{stdout}{stderr}")
+    print(" ".join(command))
+    return SimpleNamespace(returncode=job.returncode, stdout=stdout, stderr=stderr)
 
 
 def per_rank(output, np_):
