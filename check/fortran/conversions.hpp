@@ -169,33 +169,30 @@ private:
     Scratch<MPI_Request> c_;
 };
 
-// An array of LOGICALs in, as C ints.
-class LogicalArray {
+// An array in, converted element by element.
+template <class T, class Convert>
+class ArrayIn {
 public:
-    LogicalArray(const MPI_Fint* fortran, MPI_Fint count) noexcept : c_(count) {
+    ArrayIn(const MPI_Fint* fortran, MPI_Fint count) noexcept : c_(count) {
         if (!c_.ok()) return;
-        for (MPI_Fint i = 0; i < count; ++i) c_[i] = fortran[i] != 0 ? 1 : 0;
+        for (MPI_Fint i = 0; i < count; ++i) c_[i] = Convert{}(fortran[i]);
     }
     [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
-    int* c() noexcept { return c_.data(); }
+    T* c() noexcept { return c_.data(); }
 
 private:
-    Scratch<int> c_;
+    Scratch<T> c_;
 };
 
-// An array of datatypes in (alltoallw's, one per peer).
-class TypeArray {
-public:
-    TypeArray(const MPI_Fint* fortran, MPI_Fint count) noexcept : c_(count) {
-        if (!c_.ok()) return;
-        for (MPI_Fint i = 0; i < count; ++i) c_[i] = MPI_Type_f2c(fortran[i]);
-    }
-    [[nodiscard]] bool ok() const noexcept { return c_.ok(); }
-    MPI_Datatype* c() noexcept { return c_.data(); }
-
-private:
-    Scratch<MPI_Datatype> c_;
+struct LogicalToInt {
+    int operator()(MPI_Fint value) const noexcept { return value != 0 ? 1 : 0; }
 };
+struct DatatypeF2c {
+    MPI_Datatype operator()(MPI_Fint handle) const noexcept { return MPI_Type_f2c(handle); }
+};
+// LOGICALs as C ints (MPI_Cart_create's periods, MPI_Cart_sub's remain_dims), datatypes (alltoallw's, one per peer).
+using LogicalArray = ArrayIn<int, LogicalToInt>;
+using TypeArray = ArrayIn<MPI_Datatype, DatatypeF2c>;
 
 // An array of statuses out; MPI_STATUSES_IGNORE passes through.
 class StatusArray {

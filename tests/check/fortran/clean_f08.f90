@@ -9,8 +9,8 @@ program clean_f08
     implicit none
     integer, parameter :: n = 4
     integer :: rank, size, i, next, prev, total, flag_count
-    integer :: a(n), b(n), c(64), counts(16), displs(16), position
-    type(MPI_Datatype) :: vec4, absolute
+    integer :: a(n), b(n), c(64), counts(16), displs(16), bytes(16), position
+    type(MPI_Datatype) :: vec4, absolute, types(16)
     type(MPI_Comm) :: half, dupcomm, cart, sub, graph
     type(MPI_Request) :: requests(4)
     type(MPI_Status) :: statuses(4), status
@@ -64,6 +64,10 @@ program clean_f08
     displs(1:size) = [(i - 1, i = 1, size)]
     call MPI_Alltoallv(c, counts, displs, MPI_INTEGER, b, counts, displs, MPI_INTEGER, MPI_COMM_WORLD)
     sums(8) = sum(b(1:size))
+    types(1:size) = MPI_INTEGER
+    bytes(1:size) = [((i - 1) * 4, i = 1, size)]
+    call MPI_Alltoallw(c, counts, bytes, types, b, counts, bytes, types, MPI_COMM_WORLD)
+    sums(8) = sums(8) + sum(b(1:size))
     c(1:size) = rank + 1
     call MPI_Reduce_scatter(c, total, counts, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
     call MPI_Reduce_scatter_block(c, which, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)

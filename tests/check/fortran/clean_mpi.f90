@@ -8,7 +8,8 @@ program clean_mpi
     implicit none
     integer, parameter :: n = 4
     integer :: ierr, rank, size, i, next, prev, total, flag_count
-    integer :: a(n), b(n), c(64), counts(16), displs(16), vec4, half, absolute, dupcomm, position, cart, sub, graph
+    integer :: a(n), b(n), c(64), counts(16), displs(16), types(16), bytes(16)
+    integer :: vec4, half, absolute, dupcomm, position, cart, sub, graph
     integer :: requests(4), statuses(MPI_STATUS_SIZE, 4), status(MPI_STATUS_SIZE), indices(4), outcount, which
     integer(kind=MPI_ADDRESS_KIND) :: address
     logical :: flag
@@ -59,6 +60,10 @@ program clean_mpi
     displs(1:size) = [(i - 1, i = 1, size)]
     call MPI_Alltoallv(c, counts, displs, MPI_INTEGER, b, counts, displs, MPI_INTEGER, MPI_COMM_WORLD, ierr)
     sums(8) = sum(b(1:size))
+    types(1:size) = MPI_INTEGER
+    bytes(1:size) = [((i - 1) * 4, i = 1, size)]
+    call MPI_Alltoallw(c, counts, bytes, types, b, counts, bytes, types, MPI_COMM_WORLD, ierr)
+    sums(8) = sums(8) + sum(b(1:size))
     c(1:size) = rank + 1
     call MPI_Reduce_scatter(c, total, counts, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
     call MPI_Reduce_scatter_block(c, which, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
