@@ -2,9 +2,9 @@
 """Runs a Fortran MPI program under the real mpirun with liblockstep_check.so preloaded (debug mode on).
 
 Usage:
-  fortran_check_test.py clean MPIRUN LIBRARY NP PROGRAM
+  fortran_check_test.py clean[-off] MPIRUN LIBRARY NP PROGRAM
       A correct program: it must end with 0 and print exactly what it prints without the library, and no rank may
-      print a lockstep report.
+      print a lockstep report (clean: debug mode on; clean-off: off, the watchdog only).
   fortran_check_test.py bug MPIRUN LIBRARY NP PROGRAM SOURCE BUG
       A planted bug (bugs_*.f90 BUG): the job must end (not hang) with a non-zero code, and every rank's output must
       hold the report: the MPI function of the bug and SOURCE's file:line of a line marked `planted: BUG`. A hang is
@@ -38,16 +38,17 @@ JOB_TIMEOUT = 120
 REPORT = re.compile(r"lockstep", re.IGNORECASE)
 
 
-def run(mpirun, np_, program, args, library=None):
-    """The job's exit code, stdout and stderr; with `library`, under the checks in debug mode, a hang reported after
-    5 s. A job still running after JOB_TIMEOUT is killed, all of its processes, and the test fails."""
+def run(mpirun, np_, program, args, library=None, debug=True):
+    """The job's exit code, stdout and stderr; with `library`, under the checks (in debug mode unless `debug` is
+    false), a hang reported after 5 s. A job still running after JOB_TIMEOUT is killed, all of its processes, and the
+    test fails."""
     if os.path.basename(mpirun) == "lockstep":
         command = [mpirun, "launch", "--check", "--debug", "--timeout", "5", "-n", str(np_)]
         command += ["--mpirun-args", "--tag-output", "--", program] + args
     else:
         command = [mpirun, "-n", str(np_), "--tag-output"]
         if library:
-            for variable in ("LD_PRELOAD=" + library, "LOCKSTEP_DEBUG_MODE=1", "LOCKSTEP_TIMEOUT=5"):
+            for variable in ("LD_PRELOAD=" + library, f"LOCKSTEP_DEBUG_MODE={int(debug)}", "LOCKSTEP_TIMEOUT=5"):
                 command += ["-x", variable]
         command += [program] + args
     env = dict(os.environ, LOCKSTEP_CONFIG_FILE="")
@@ -78,9 +79,9 @@ def stdout_lines(result):
     return sorted(line for line in result.stdout.splitlines() if "<stdout>" in line)
 
 
-def clean(mpirun, library, np_, program):
+def clean(mpirun, library, np_, program, debug):
     plain = run(mpirun, np_, program, [])
-    checked = run(mpirun, np_, program, [], library)
+    checked = run(mpirun, np_, program, [], library, debug)
     failures = []
     if plain.returncode != 0:
         failures.append(f"without the library the program ended with {plain.returncode}")
@@ -145,8 +146,8 @@ def hang_report_failures(output, np_, function, sites):
 
 
 def main():
-    if len(sys.argv) == 6 and sys.argv[1] == "clean":
-        return clean(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) == 6 and sys.argv[1] in ("clean", "clean-off"):
+        return clean(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[1] == "clean")
     if len(sys.argv) == 8 and sys.argv[1] == "bug" and sys.argv[7] in BUGS:
         return bug(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7])
     raise SystemExit(__doc__)
