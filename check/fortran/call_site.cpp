@@ -24,10 +24,10 @@ struct AddressRange {
 };
 
 // The executable segments of the binding libraries, read once (they are linked to a program that uses them, so they
-// are loaded before its first MPI call).
+// are loaded before its first MPI call). Never destroyed: MPI calls may come while the process exits.
 const std::vector<AddressRange>& binding_code() {
-    static const std::vector<AddressRange> ranges = [] {
-        std::vector<AddressRange> found;
+    static const auto* ranges = [] {
+        auto* found = new std::vector<AddressRange>;
         dl_iterate_phdr(
             [](dl_phdr_info* info, std::size_t, void* out) {
                 const char* name = info->dlpi_name;
@@ -44,10 +44,10 @@ const std::vector<AddressRange>& binding_code() {
                 }
                 return 0;
             },
-            &found);
+            found);
         return found;
     }();
-    return ranges;
+    return *ranges;
 }
 
 bool in_binding_code(std::uintptr_t address) noexcept {
