@@ -219,6 +219,15 @@ static void nonblocking_collectives(MPI_Comm comm) {
     MPI_Waitany(3, reqs, &index, MPI_STATUS_IGNORE);
     MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE);
     EXPECT(b == me * (me + 1) / 2);
+    /* A derived datatype freed right after the call that uses it, before its request completes (MPI allows it). */
+    MPI_Datatype four;
+    MPI_Type_contiguous(4, MPI_INT, &four);
+    MPI_Type_commit(&four);
+    if (me == 0) c[3] = 99;
+    MPI_Ibcast(c, 1, four, 0, comm, &reqs[0]);
+    MPI_Type_free(&four);
+    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+    EXPECT(c[3] == 99);
     /* A blocking collective while a non-blocking one is in flight on the same communicator. */
     MPI_Iallreduce(&a, &b, 1, MPI_INT, MPI_SUM, comm, &reqs[0]);
     MPI_Allreduce(&a, &d, 1, MPI_INT, MPI_MAX, comm);
