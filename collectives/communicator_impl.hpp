@@ -37,6 +37,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -189,6 +190,17 @@ struct alignas(64) Communicator::Impl {
     std::atomic<bool> broken{false};
     mutable std::mutex broken_mutex;
     std::string broken_headline;  // under broken_mutex: the report's first line and the line naming the call
+
+    // Calls another library carries (foreign.cpp): those begun and not yet ended, oldest first, under
+    // foreign_mutex (a carrier's completion may come on any thread). The board shows the oldest.
+    struct ForeignPending {
+        std::uint64_t number = 0;
+        detail::CallRecord record;
+        bool ended = false;
+    };
+    std::mutex foreign_mutex;
+    std::deque<ForeignPending> foreign_pending;
+    void end_foreign(std::uint64_t number) noexcept;
 
     // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
     std::unique_ptr<detail::AsyncQueue> async;

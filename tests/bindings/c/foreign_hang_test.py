@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A call another library carries that the last rank never begins: lockstep's watchdog reports it and ends the job.
+
+Usage: foreign_hang_test.py MPIRUN PROGRAM NP
+Runs `PROGRAM hang` (c_api_foreign_test) under mpirun with LOCKSTEP_TIMEOUT=2 and passes when the job ends non-zero
+within LIMIT_SECONDS and the report names the stuck call with its carrier and call site, and the last rank as never
+arrived.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+LIMIT_SECONDS = 30
+
+
+def main() -> int:
+    mpirun, program, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    env = dict(os.environ, LOCKSTEP_TIMEOUT="2")
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [mpirun, "-n", str(np), "--oversubscribe", program, "hang"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=LIMIT_SECONDS + 10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        print(output)
+        print(f"FAIL: the job was still running after {LIMIT_SECONDS + 10} s")
+        return 1
+    elapsed = time.monotonic() - start
+    print(output)
+    last = np - 1
+    checks = [
+        (proc.returncode != 0, f"the job exits non-zero (got {proc.returncode})"),
+        (elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)"),
+        ("collective timed out after" in output, "a timeout report is printed"),
+        (
+            "`lockstep::allreduce` #3 float32[4] in calls carried by a test's carrier" in output,
+            "the report names the stuck call (allreduce #3) and its carrier",
+        ),
+        ("called at carrier_program.py:81" in output, "the report gives the call site"),
+        (f"Never arrived: Process {last}\n" in output, f"the report names rank {last} as never arrived"),
+        ("last completed `lockstep::allreduce` #2" in output, "the report says what was completed last"),
+    ]
+    for ok, what in checks:
+        print(("ok:   " if ok else "FAIL: ") + what)
+    return 0 if all(ok for ok, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
