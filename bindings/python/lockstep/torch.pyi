@@ -5,6 +5,9 @@ from typing import Any, Optional, Union
 from torch._C._distributed_c10d import ProcessGroup
 
 from lockstep import Communicator
+from lockstep.torch_checked import GLOO_BACKEND as GLOO_BACKEND
+from lockstep.torch_checked import NCCL_BACKEND as NCCL_BACKEND
+from lockstep.torch_checked import ProcessGroupChecked as ProcessGroupChecked
 
 BACKEND: str
 
