@@ -22,8 +22,7 @@ static lockstep_call_options_t at_line(int line) {
 
 /* Begins one call with this rank's arguments and ends it at once; the status of the begin. */
 static lockstep_status_t carried(lockstep_comm_t comm, lockstep_collective_t collective, lockstep_dtype_t dtype,
-                                 const int64_t* shape, int32_t ndim, int32_t root, lockstep_reduce_op_t op,
-                                 int line) {
+                                 const int64_t* shape, int32_t ndim, int32_t root, lockstep_reduce_op_t op, int line) {
     lockstep_call_options_t options = at_line(line);
     uint64_t number = 0;
     lockstep_status_t status = lockstep_foreign_begin(comm, collective, dtype, shape, ndim, LOCKSTEP_DEVICE_CPU, -1,
@@ -85,11 +84,11 @@ static void test_mismatches(lockstep_comm_t comm, int32_t rank, int32_t size) {
     status = carried(comm, LOCKSTEP_COLLECTIVE_ALLREDUCE, LOCKSTEP_FLOAT32, four, 1, -1,
                      last ? LOCKSTEP_MAX : LOCKSTEP_SUM, 34);
     expect_mismatch(comm, size, status, "reduce op");
-    status = carried(comm, last ? LOCKSTEP_COLLECTIVE_ALLGATHER : LOCKSTEP_COLLECTIVE_ALLREDUCE, LOCKSTEP_FLOAT32,
-                     four, 1, -1, LOCKSTEP_SUM, 35);
+    status = carried(comm, last ? LOCKSTEP_COLLECTIVE_ALLGATHER : LOCKSTEP_COLLECTIVE_ALLREDUCE, LOCKSTEP_FLOAT32, four,
+                     1, -1, LOCKSTEP_SUM, 35);
     expect_mismatch(comm, size, status, "mismatched operations");
-    status = carried(comm, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, LOCKSTEP_FLOAT32, matrix, last ? 1 : 2, -1,
-                     LOCKSTEP_SUM, 36);
+    status =
+        carried(comm, LOCKSTEP_COLLECTIVE_REDUCE_SCATTER, LOCKSTEP_FLOAT32, matrix, last ? 1 : 2, -1, LOCKSTEP_SUM, 36);
     expect_mismatch(comm, size, status, "shape");
     /* An uneven alltoall whose other dimensions differ. */
     status = lockstep_foreign_begin(comm, LOCKSTEP_COLLECTIVE_ALLTOALLV, LOCKSTEP_FLOAT32, uneven, 2,
@@ -120,12 +119,12 @@ static void test_refused(lockstep_comm_t comm, int32_t rank, int32_t size) {
     uint64_t number = 7;
     const int last = rank == size - 1;
     /* Refused alike on every rank before any exchange. */
-    CHECK_STATUS(lockstep_foreign_begin(comm, 99, LOCKSTEP_FLOAT32, four, 1, LOCKSTEP_DEVICE_CPU, -1, -1, -1, NULL,
-                                        &number),
-                 LOCKSTEP_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        lockstep_foreign_begin(comm, 99, LOCKSTEP_FLOAT32, four, 1, LOCKSTEP_DEVICE_CPU, -1, -1, -1, NULL, &number),
+        LOCKSTEP_ERROR_INVALID_ARGUMENT);
     CHECK(number == 0);
-    CHECK_STATUS(lockstep_foreign_begin(comm, LOCKSTEP_COLLECTIVE_BARRIER, -1, NULL, 0, LOCKSTEP_DEVICE_CPU, -1, -1,
-                                        -1, NULL, NULL),
+    CHECK_STATUS(lockstep_foreign_begin(comm, LOCKSTEP_COLLECTIVE_BARRIER, -1, NULL, 0, LOCKSTEP_DEVICE_CPU, -1, -1, -1,
+                                        NULL, NULL),
                  LOCKSTEP_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(lockstep_foreign_end(NULL, 1), LOCKSTEP_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(lockstep_comm_set_carrier(comm, NULL), LOCKSTEP_ERROR_INVALID_ARGUMENT);
@@ -133,9 +132,9 @@ static void test_refused(lockstep_comm_t comm, int32_t rank, int32_t size) {
     CHECK_STATUS(carried(comm, LOCKSTEP_COLLECTIVE_BROADCAST, LOCKSTEP_FLOAT32, four, 1, -1, -1, 60),
                  LOCKSTEP_ERROR_INVALID_ARGUMENT);
     /* A reduce op no version defines, on the last rank only: in debug mode every rank's call is rejected. */
-    CHECK_STATUS(carried(comm, LOCKSTEP_COLLECTIVE_ALLREDUCE, LOCKSTEP_FLOAT32, four, 1, -1, last ? 42 : LOCKSTEP_SUM,
-                         61),
-                 LOCKSTEP_ERROR_CALL_REJECTED);
+    CHECK_STATUS(
+        carried(comm, LOCKSTEP_COLLECTIVE_ALLREDUCE, LOCKSTEP_FLOAT32, four, 1, -1, last ? 42 : LOCKSTEP_SUM, 61),
+        LOCKSTEP_ERROR_CALL_REJECTED);
     CHECK(strstr(lockstep_last_error(), "unknown reduce op 42") != NULL);
     CHECK(same_everywhere(comm, text_hash(lockstep_last_error()), size));
     /* A shape pointer missing, on every rank. */

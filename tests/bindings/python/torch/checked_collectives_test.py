@@ -1,9 +1,8 @@
-"""The checking backend "lockstep_gloo" against plain gloo, under mpirun (2 and 3 ranks), with debug mode on (each call's
-signature checked) and then off (the watchdog only): every collective torch.distributed offers gives the same results
-on the wrapper as on a gloo group of the same ranks, bit for bit, from the same inputs; where gloo refuses a
-collective, the wrapper raises gloo's own error; asynchronous calls complete through wait() and get_future(); a
-group of the last ranks (new_group) works for its members; and every call leaves lockstep's board once its Work
-completed.
+"""The checking backend "lockstep_gloo" against plain gloo, under mpirun (2 and 3 ranks), with debug mode on (each
+call's signature checked) and then off (the watchdog only): every collective torch.distributed offers gives the same
+results on the wrapper as on a gloo group of the same ranks, bit for bit, from the same inputs; where gloo refuses a
+collective, the wrapper raises gloo's own error; asynchronous calls complete through wait() and get_future(); a group
+of the last ranks (new_group) works for its members; and every call leaves lockstep's board once its Work completed.
 
 Run by run_job.py: mpirun -n N python3 checked_collectives_test.py
 """
@@ -35,6 +34,7 @@ def global_rank(group, k):
 def cases(r, n):
     """Each collective as a function of its group, returning what it produced (tensors to compare); r is the rank in
     the group, n its size."""
+
     def all_reduce(group, op=dist.ReduceOp.SUM, dtype=torch.float32):
         x = values(r, (3, 2), dtype)
         dist.all_reduce(x, op=op, group=group)
@@ -97,9 +97,7 @@ def cases(r, n):
         # Rank r sends j + 1 rows to rank j and receives r + 1 rows from each.
         send = [j + 1 for j in range(n)]
         output = torch.zeros(n * (r + 1), 2)
-        dist.all_to_all_single(
-            output, values(r, (sum(send), 2)), [r + 1] * n, send, group=group
-        )
+        dist.all_to_all_single(output, values(r, (sum(send), 2)), [r + 1] * n, send, group=group)
         return [output]
 
     def all_to_all(group):

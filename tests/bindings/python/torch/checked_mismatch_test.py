@@ -39,8 +39,9 @@ def mismatches(last):
         ("root", lambda: dist.reduce(torch.ones(4), 1 if last else 0)),
         (
             "shape",
-            lambda: dist.all_gather([torch.zeros(3 if last else 2) for _ in range(dist.get_world_size())],
-                                    torch.ones(3 if last else 2)),
+            lambda: dist.all_gather(
+                [torch.zeros(3 if last else 2) for _ in range(dist.get_world_size())], torch.ones(3 if last else 2)
+            ),
         ),
         (
             "mismatched operations",
