@@ -65,10 +65,11 @@ for _name, _code in (("uint16", 10), ("uint32", 11), ("uint64", 12)):  # torch 2
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = _code
 _REDUCE_NAMES = {"SUM": 0, "PRODUCT": 1, "MAX": 2, "MIN": 3, "AVG": 4, "BAND": 5, "BOR": 6, "BXOR": 7, "PREMUL_SUM": 8}
-# By torch's RedOpType value as well (a dict lookup, not a name per call); a ReduceOp holds one as .op.
+# By the value of torch's RedOpType (a ReduceOp holds one as .op): an int, so one cheap lookup per call (hashing the
+# enum member itself costs microseconds).
 _RED_OP_TYPE = getattr(dist.ReduceOp, "RedOpType", None)
 _REDUCE_CODES = {
-    getattr(_RED_OP_TYPE, name): code for name, code in _REDUCE_NAMES.items() if hasattr(_RED_OP_TYPE, name)
+    getattr(_RED_OP_TYPE, name).value: code for name, code in _REDUCE_NAMES.items() if hasattr(_RED_OP_TYPE, name)
 }
 
 
@@ -78,10 +79,7 @@ def _reduce_code(opts):
         return 0
     op = getattr(opts, "reduceOp", opts)
     op = getattr(op, "op", op)
-    try:
-        code = _REDUCE_CODES.get(op)
-    except TypeError:  # an unhashable op object
-        code = None
+    code = _REDUCE_CODES.get(getattr(op, "value", None)) if _RED_OP_TYPE is not None else None
     if code is None:
         code = _REDUCE_NAMES.get(getattr(op, "name", str(op).rsplit(".", 1)[-1]), -1)
     return code
