@@ -154,8 +154,10 @@ struct alignas(64) Communicator::Impl {
     }
 
     // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp). `error`
-    // is what this process's prepare step threw, if anything.
-    void exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error = nullptr);
+    // is what this process's prepare step threw, if anything; `foreign`: the call is another library's
+    // (ShmGroup::exchange_record's sleep_when_late).
+    void exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error = nullptr,
+                            bool foreign = false);
 
     std::uint64_t step = 0;        // Communicator::set_step: compared in debug mode; 0 is unset
     std::vector<int> world_ranks;  // of this communicator's ranks, for reports

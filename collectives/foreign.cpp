@@ -37,7 +37,7 @@ std::uint64_t Communicator::begin_foreign(const ForeignCall& call, CallSite site
         impl.foreign_pending.push_back({number, record, false});
     }
     try {
-        if (impl.debug) impl.exchange_and_check(detail::encode_signature(info, number, impl.step));
+        if (impl.debug) impl.exchange_and_check(detail::encode_signature(info, number, impl.step), nullptr, true);
         if (call.root >= impl.size || (call.root < 0 && (call.root != -1 || rules.rooted()))) {
             throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {}",
                                                    op_name(call.op), call.root,

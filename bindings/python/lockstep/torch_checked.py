@@ -265,6 +265,7 @@ class ProcessGroupChecked(_c10d.ProcessGroup):
                 del pending[:done]
 
     def getBackendName(self):
+        """The backend's name, "lockstep_gloo" or "lockstep_nccl" (what torch's _get_backend_name reports)."""
         return self.backend
 
     def __repr__(self):
