@@ -25,6 +25,7 @@ How a call ends on the board: the Works of a group are kept, oldest first, and t
 daemon thread that looks every WATCH_PERIOD seconds. Nothing runs on gloo's own threads, and a completed call leaves
 the board at most WATCH_PERIOD later, far below any watchdog timeout.
 """
+import atexit
 import inspect
 import threading
 import time
@@ -332,6 +333,17 @@ class _Watcher:
 
 
 _WATCHER = _Watcher()
+
+
+@atexit.register
+def _sweep_all():
+    """At exit, before lockstep finalises (atexit runs its handlers in reverse order of registration): the calls that
+    completed leave the board, so that a report that names this process says which call it completed last."""
+    for group in list(_WATCHER._groups):
+        try:
+            group._sweep()
+        except lockstep.Error:
+            pass
 
 
 def _creator(backend, carrier, make_wrapped):

@@ -7,10 +7,11 @@ within LIMIT_SECONDS and the report names the stuck call with its carrier and ca
 arrived.
 """
 import os
-import signal
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+from harness import run_launcher  # noqa: E402
 
 LIMIT_SECONDS = 30
 
@@ -18,28 +19,15 @@ LIMIT_SECONDS = 30
 def main() -> int:
     mpirun, program, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
     env = dict(os.environ, LOCKSTEP_TIMEOUT="2")
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        [mpirun, "-n", str(np), "--oversubscribe", program, "hang"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=LIMIT_SECONDS + 10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        print(output)
+    ran = run_launcher([mpirun, "-n", str(np), "--oversubscribe", program, "hang"], env, LIMIT_SECONDS + 10)
+    if ran is None:
         print(f"FAIL: the job was still running after {LIMIT_SECONDS + 10} s")
         return 1
-    elapsed = time.monotonic() - start
-    print(output)
+    returncode, out, err, elapsed = ran
+    output = out + err
     last = np - 1
     checks = [
-        (proc.returncode != 0, f"the job exits non-zero (got {proc.returncode})"),
+        (returncode != 0, f"the job exits non-zero (got {returncode})"),
         (elapsed < LIMIT_SECONDS, f"the job ends within {LIMIT_SECONDS} s (took {elapsed:.1f} s)"),
         ("collective timed out after" in output, "a timeout report is printed"),
         (

@@ -8,7 +8,6 @@ Run by run_job.py: mpirun -n N python3 checked_ddp_test.py
 """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -19,6 +18,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E
 import lockstep  # noqa: E402
 import lockstep.torch  # noqa: E402
 from ddp_test import compare  # noqa: E402
+from checked_collectives_test import check_board_empties  # noqa: E402
 from harness import run  # noqa: E402
 
 
@@ -32,10 +32,7 @@ def main():
     compare("default", r, n, gloo, {}, None)
     compare("unused", r, n, gloo, {"find_unused_parameters": True}, default_hooks.allreduce_hook)
     compare("fp16", r, n, gloo, {}, default_hooks.fp16_compress_hook)
-    deadline = time.monotonic() + 5.0
-    while checked._pending and time.monotonic() < deadline:
-        time.sleep(lockstep.torch_checked.WATCH_PERIOD)
-    assert not checked._pending, f"{len(checked._pending)} calls still on the board"
+    check_board_empties(checked)
     return r, n
 
 
