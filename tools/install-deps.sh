@@ -6,7 +6,11 @@ set -euo pipefail
 packages=(
   build-essential g++ pkg-config meson ninja-build git
   openmpi-bin libopenmpi-dev
+  # A real MPI program the checking library runs under in the suite (tests/check/hpcc_test.py).
+  hpcc
   libboost-log-dev libboost-test-dev
+  # The symbolizer's backend (base/symbolizer.cpp: Boost.Stacktrace over libbacktrace).
+  libboost-stacktrace-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format
   # The format gate's Python formatter and linter and its shell script linter (tools/check-format.sh).
