@@ -6,6 +6,10 @@ set -euo pipefail
 packages=(
   build-essential g++ pkg-config meson ninja-build git
   openmpi-bin libopenmpi-dev
+  # MPICH beside Open MPI, for the build against it (meson -Dmpi=mpich, tests/sanitizers/run.sh mpich). Debian ranks
+  # Open MPI's alternatives higher, so mpirun, mpicc and mpi.pc stay Open MPI's; MPICH's are mpiexec.mpich,
+  # mpicc.mpich and mpich.pc.
+  mpich libmpich-dev
   libboost-log-dev libboost-test-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format

@@ -411,6 +411,20 @@ BOOST_AUTO_TEST_CASE(recognises_the_launchers_texts) {
     BOOST_TEST((recognise_launch_failure(std::string(1 << 20, 'x')) == LaunchFailure::None));
 }
 
+BOOST_AUTO_TEST_CASE(hydra_names_the_signal_that_ended_a_rank) {
+    const std::string banner =
+        "=   EXIT CODE: 9\n====\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+        "This typically refers to a problem with your application.\n";
+    BOOST_TEST(hydra_exit_status(9, banner) == 128 + 9);
+    BOOST_TEST(hydra_exit_status(15, "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Terminated (signal 15)") ==
+               128 + 15);
+    // A rank that exited 9 itself, a status the line does not name, a line cut short: the status as it is.
+    BOOST_TEST(hydra_exit_status(9, "rank 1 exited\n") == 9);
+    BOOST_TEST(hydra_exit_status(3, banner) == 3);
+    BOOST_TEST(hydra_exit_status(9, "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9") == 9);
+    BOOST_TEST(hydra_exit_status(9, "TERMINATED WITH THE EXIT STRING: x\n(signal 9)") == 9);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(child_process)
