@@ -318,13 +318,12 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
             return missing->first;
         }
         std::cout.flush();
-        const ml::ForegroundResult result = ml::run_in_foreground_watching_stderr(plan.command, plan.environment);
+        // Hydra names the signal that ended a rank on its stdout.
+        const bool hydra = plan.launcher == ml::Launcher::Hydra;
+        const ml::ForegroundResult result =
+            ml::run_in_foreground_watching_stderr(plan.command, plan.environment, hydra);
         if (result.status != 0) print_failure_hint(plan, result, program.front());
-        if (plan.launcher == ml::Launcher::Hydra && result.status != 0) {
-            // The banner that names the signal is the last thing Hydra writes.
-            const std::string& text = result.stderr_tail.empty() ? result.stderr_head : result.stderr_tail;
-            return ml::hydra_exit_status(result.status, text);
-        }
+        if (hydra && result.status != 0) return ml::hydra_exit_status(result.status, result.stdout_end);
         if (result.status == 0 && ended_by_watchdog(result)) {
             fmt::print(stderr,
                        "lockstep launch: lockstep's watchdog ended the job (exit code 124), though {} exited 0 (its "

@@ -57,9 +57,9 @@ inline bool contains_any(std::string_view text, std::initializer_list<std::strin
 }
 
 // Hydra exits with the number of the signal that ended a rank, as if the rank had exited with it, and names the
-// signal in one line: "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)". Given Hydra's exit status
-// and its stderr: 128+N, as a shell and Open MPI's mpirun give it, when that line names signal N and the status is N;
-// the status unchanged otherwise (a rank that exited 9 itself).
+// signal in one line of its stdout: "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)". Given
+// Hydra's exit status and the end of its stdout: 128+N, as a shell and Open MPI's mpirun give it, when that line names
+// signal N and the status is N; the status unchanged otherwise (a rank that exited 9 itself).
 [[nodiscard]] inline int hydra_exit_status(int status, std::string_view text) {
     constexpr std::string_view line_mark = "TERMINATED WITH THE EXIT STRING:";
     constexpr std::string_view signal_mark = "(signal ";
