@@ -96,12 +96,12 @@ print_suppressions=0"
     suites=()
     exclude=()
     # The C interface's tests, the collectives and debug mode on 2 and 3 ranks, the requests of non-blocking calls,
-    # checks every rank makes alone, a hang that the watchdog must diagnose and end (debug mode on and off), the
-    # node's shared-memory arena, and `lockstep launch` with Hydra found by itself and named (lockstep_hydra_*).
-    # Tests that read Open MPI's own variables (OMPI_COMM_WORLD_*) or options stay with the plain build.
+    # checks every rank makes alone, a hang that the watchdog must diagnose and end (debug mode on and off), and
+    # `lockstep launch` with Hydra found by itself and named (lockstep_hydra_*). Tests that read Open MPI's own
+    # variables (OMPI_COMM_WORLD_*) or options stay with the plain build.
     include=('c_api_*' collectives_np2 collectives_np3 debug_mode_np2 debug_mode_np3 nonblocking_np2 local_checks_np2
-      hang_diagnosed_np2_debug1 hang_diagnosed_np3_debug0 shm_collectives_np2 launch_unit lockstep_launch_np2
-      lockstep_exit_codes_np2 'lockstep_hydra_*')
+      hang_diagnosed_np2_debug1 hang_diagnosed_np3_debug0 launch_unit lockstep_launch_np2 lockstep_exit_codes_np2
+      'lockstep_hydra_*')
     fewer_ranks=0
     ;;
   *)
