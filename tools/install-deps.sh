@@ -10,7 +10,11 @@ packages=(
   # Open MPI's alternatives higher, so mpirun, mpicc and mpi.pc stay Open MPI's; MPICH's are mpiexec.mpich,
   # mpicc.mpich and mpich.pc.
   mpich libmpich-dev
+  # A real MPI program the checking library runs under in the suite (tests/check/hpcc_test.py).
+  hpcc
   libboost-log-dev libboost-test-dev
+  # The symbolizer's backend (base/symbolizer.cpp: Boost.Stacktrace over libbacktrace).
+  libboost-stacktrace-dev
   libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   python3 clang-format
   # The format gate's Python formatter and linter and its shell script linter (tools/check-format.sh).

@@ -104,6 +104,29 @@ BOOST_AUTO_TEST_CASE(default_launcher_programs) {
     BOOST_TEST(!built.empty());
 }
 
+// --check: the ranks preload the checking library after what the caller preloads; the launcher itself does not.
+BOOST_AUTO_TEST_CASE(check_preloads_the_library_on_the_ranks_only) {
+    auto r = request();
+    r.check_library = "/opt/lockstep/lib/liblockstep_check.so";
+    const auto find = [](const std::vector<std::string>& argv, const std::string& word) {
+        return std::find(argv.begin(), argv.end(), word) != argv.end();
+    };
+    const ln::Plan plain = ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, false);
+    BOOST_TEST(find(plain.command, "LD_PRELOAD=/opt/lockstep/lib/liblockstep_check.so"));
+    BOOST_TEST(!plain.environment.contains("LD_PRELOAD"));
+    BOOST_TEST(plain.set_variables.at("LD_PRELOAD") == "/opt/lockstep/lib/liblockstep_check.so");
+    auto env = base_env;
+    env["LD_PRELOAD"] = "/usr/lib/libtool.so";
+    const ln::Plan hydra = ln::plan_launch(r, ml::Launcher::Hydra, env, false);
+    BOOST_TEST(find(hydra.command, "/usr/lib/libtool.so:/opt/lockstep/lib/liblockstep_check.so"));
+    BOOST_TEST(hydra.environment.at("LD_PRELOAD") == "/usr/lib/libtool.so");  // the launcher's own, unchanged
+    const ln::Plan srun = ln::plan_launch(r, ml::Launcher::Srun, env, false);
+    const auto exported = std::find_if(srun.command.begin(), srun.command.end(),
+                                       [](const std::string& a) { return a.starts_with("--export="); });
+    BOOST_TEST_REQUIRE((exported != srun.command.end()));
+    BOOST_TEST(exported->ends_with(",LD_PRELOAD=/usr/lib/libtool.so:/opt/lockstep/lib/liblockstep_check.so"));
+}
+
 BOOST_AUTO_TEST_CASE(root_and_flavours) {
     auto r = request();
     r.npernode = 4;

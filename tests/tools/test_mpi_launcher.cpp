@@ -247,6 +247,21 @@ BOOST_AUTO_TEST_CASE(remote_shell_per_runtime) {
     BOOST_CHECK_THROW(agent(Launcher::Srun, mpich), std::logic_error);
 }
 
+BOOST_AUTO_TEST_CASE(a_value_on_the_ranks_only) {
+    LauncherCommand ompi(Launcher::OpenMpi, "mpirun");
+    ompi.set_on_ranks("LD_PRELOAD", "/a.so");
+    BOOST_TEST(ompi.argv() == (Words{"mpirun", "-x", "LD_PRELOAD=/a.so"}), boost::test_tools::per_element());
+    LauncherCommand hydra(Launcher::Hydra, "mpiexec");
+    hydra.set_on_ranks("LD_PRELOAD", "/a.so");
+    BOOST_TEST(hydra.argv() == (Words{"mpiexec", "-genv", "LD_PRELOAD", "/a.so"}), boost::test_tools::per_element());
+    LauncherCommand srun(Launcher::Srun, "srun");
+    srun.forward({{"A", "1"}}).set_on_ranks("LD_PRELOAD", "/a.so");
+    BOOST_TEST(srun.argv() == (Words{"srun", "--export=ALL,A,LD_PRELOAD=/a.so"}), boost::test_tools::per_element());
+    LauncherCommand alone(Launcher::Srun, "srun");
+    alone.set_on_ranks("LD_PRELOAD", "/a.so");
+    BOOST_TEST(alone.argv().back() == "--export=ALL,LD_PRELOAD=/a.so");
+}
+
 BOOST_AUTO_TEST_CASE(root_and_empty_forwarding) {
     for (auto l : {Launcher::Hydra, Launcher::Srun}) {
         LauncherCommand c(l, "x");

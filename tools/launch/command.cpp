@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -45,6 +46,7 @@ struct CommandLine {
     bool dry_run = false;
     bool json = false;
     bool no_torch_env = false;
+    bool check = false;
 };
 
 struct Detection {
@@ -151,6 +153,34 @@ std::string rank_env_program() {
                         wrapper.string()));
     }
     return wrapper.string();
+}
+
+// liblockstep_check.so: LOCKSTEP_CHECK_LIBRARY if set, else in this build tree (check/ beside tools/), else in the
+// installation's libdir (found from this program's folder, wherever the installation was moved).
+std::string check_library() {
+    const char* chosen = std::getenv("LOCKSTEP_CHECK_LIBRARY");
+    std::vector<std::filesystem::path> candidates;
+    if (chosen != nullptr && *chosen != '\0') {
+        candidates.emplace_back(chosen);
+    } else {
+        std::error_code ec;
+        const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+        if (ec) throw ln::LaunchError(fmt::format("cannot find this program's own path: {}", ec.message()));
+        candidates.push_back(self.parent_path().parent_path() / "check" / "liblockstep_check.so");
+        candidates.push_back(self.parent_path() / LOCKSTEP_LIBDIR_FROM_BINDIR / "liblockstep_check.so");
+    }
+    std::string tried;
+    for (const auto& candidate : candidates) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(candidate, ec)) {
+            return std::filesystem::absolute(candidate, ec).lexically_normal().string();
+        }
+        tried += (tried.empty() ? "" : ", ") + candidate.lexically_normal().string();
+    }
+    throw ln::LaunchError(
+        fmt::format("--check: the checking library liblockstep_check.so is not at {}; build or "
+                    "install it, or name it in LOCKSTEP_CHECK_LIBRARY",
+                    tried));
 }
 
 // A TCP port free on this machine now, for torch's rendezvous: the one the kernel gives a socket bound to port 0.
@@ -289,6 +319,7 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
         request.mpirun_args = ln::split_shell_words(cl.mpirun_args, "--mpirun-args");
         request.launcher_path = cl.launcher_path;
         request.program = program;
+        if (cl.check) request.check_library = check_library();
         if (!cl.no_torch_env) {
             request.rank_env_program = rank_env_program();
             request.master_port = free_port();
@@ -433,6 +464,9 @@ Subcommand add_launch_command(CLI::App& parent) {
         ->option_text("PATH");
     app->add_flag("--no-torch-env", cl->no_torch_env,
                   "Start the program as it is, without torchrun's variables (RANK, LOCAL_RANK, MASTER_ADDR, ...)");
+    app->add_flag("--check", cl->check,
+                  "Preload the checking library (liblockstep_check.so) on every rank of an unmodified MPI program: the "
+                  "watchdog for its MPI calls; with --debug, every collective's signature checked too");
     app->add_flag("--dry-run", cl->dry_run, "Print the exact command and the variables it gets; run nothing");
     app->add_flag("--json", cl->json, "With --dry-run: print the plan as JSON");
     auto program = std::make_shared<std::vector<std::string>>();

@@ -328,6 +328,14 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
     for (const auto& name : plan.forwarded) forwarded.emplace_back(name, plan.environment.at(name));
     // Open MPI and srun forward the value the launcher itself was started with, which is the one set above.
     command.forward(forwarded);
+    if (request.check_library) {
+        const auto existing = environment.find("LD_PRELOAD");
+        const std::string preload = existing != environment.end() && !existing->second.empty()
+                                        ? existing->second + ":" + *request.check_library
+                                        : *request.check_library;
+        plan.set_variables["LD_PRELOAD"] = preload;
+        command.set_on_ranks("LD_PRELOAD", preload);
+    }
     command.arguments(request.mpirun_args);
     if (request.rank_env_program) {
         command.arguments({*request.rank_env_program, "--from", std::string(mpi_launcher::to_string(launcher)), "--"});

@@ -53,6 +53,9 @@ struct Request {
     // torchrun's variables on every rank: the absolute path of lockstep-rank-env, which the launcher starts in front
     // of the program (rank_env/rank_env.hpp); nullopt: the program is started as it is.
     std::optional<std::string> rank_env_program;
+    // The checking library (liblockstep_check.so, absolute) that every rank preloads; nullopt: none. It is appended to
+    // an LD_PRELOAD the caller has, and given to the ranks only, never to the launcher.
+    std::optional<std::string> check_library;
     // The rendezvous port the ranks get as MASTER_PORT unless MASTER_PORT is set: one free on this machine.
     std::optional<int> master_port;
 };

@@ -1,5 +1,7 @@
 #include "launcher_command.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -126,6 +128,28 @@ LauncherCommand& LauncherCommand::forward(const std::vector<std::pair<std::strin
             std::string exported = "ALL";
             for (const auto& [name, value] : variables) exported += "," + name;
             argv_.push_back("--export=" + exported);
+            break;
+        }
+    }
+    return *this;
+}
+
+LauncherCommand& LauncherCommand::set_on_ranks(const std::string& name, const std::string& value) {
+    switch (launcher_) {
+        case Launcher::OpenMpi:
+            argv_.insert(argv_.end(), {"-x", name + "=" + value});
+            break;
+        case Launcher::Hydra:
+            argv_.insert(argv_.end(), {"-genv", name, value});
+            break;
+        case Launcher::Srun: {
+            const auto exported = std::find_if(argv_.begin(), argv_.end(),
+                                               [](const std::string& a) { return a.starts_with("--export="); });
+            if (exported != argv_.end()) {
+                *exported += "," + name + "=" + value;
+            } else {
+                argv_.push_back("--export=ALL," + name + "=" + value);
+            }
             break;
         }
     }

@@ -10,6 +10,7 @@
 //   host list a,b      --host a,b                  -hosts a,b                -w a,b
 //   per node K         --map-by ppr:K:node         -ppn K                    --ntasks-per-node=K
 //   forward NAME=V     -x NAME (value inherited)   -genv NAME V              --export=ALL,NAME,... (inherited)
+//   on ranks NAME=V    -x NAME=V                   -genv NAME V              --export=ALL,...,NAME=V
 //   remote shell C     --mca plm_rsh_agent C       -launcher ssh             -
 //                      (plm_ssh_agent on PRRTE)    -launcher-exec C
 //   as root            --allow-run-as-root         (nothing needed)          (nothing needed)
@@ -57,6 +58,9 @@ public:
     // with (so the launcher must run with these values); Hydra gets them on its command line. srun's --export splits
     // on commas, so values that hold commas can only travel this way.
     LauncherCommand& forward(const std::vector<std::pair<std::string, std::string>>& variables);
+    // A variable the ranks get with this value while the launcher itself runs without it (LD_PRELOAD of the checking
+    // library, which the launcher must not load). For srun it joins the --export list of forward(), if any.
+    LauncherCommand& set_on_ranks(const std::string& name, const std::string& value);
     // The remote shell the launcher starts its daemons with. Not for srun (Slurm starts them): std::logic_error.
     LauncherCommand& remote_shell(const std::string& command, const MpiInstall& mpi);
     // Open MPI refuses to start as root without this; the other launchers need nothing.
