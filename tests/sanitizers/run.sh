@@ -96,12 +96,17 @@ print_suppressions=0"
     suites=()
     exclude=()
     # The C interface's tests, the collectives and debug mode on 2 and 3 ranks, the requests of non-blocking calls,
-    # checks every rank makes alone, a hang that the watchdog must diagnose and end (debug mode on and off), and
-    # `lockstep launch` with Hydra found by itself and named (lockstep_hydra_*). Tests that read Open MPI's own
-    # variables (OMPI_COMM_WORLD_*) or options stay with the plain build.
+    # checks every rank makes alone, a hang that the watchdog must diagnose and end (debug mode on and off),
+    # `lockstep launch` with Hydra found by itself and named (lockstep_hydra_*), and the checking library preloaded
+    # into MPICH programs: a correct one clean with debug mode on and off, planted bugs reported (and returned as
+    # errors), `lockstep launch --check`, MPICH's datatypes in type signatures. Tests that read Open MPI's own
+    # variables (OMPI_COMM_WORLD_*) or options, or run programs built against Open MPI (mpi4py, hpcc), stay with the
+    # plain build.
     include=('c_api_*' collectives_np2 collectives_np3 debug_mode_np2 debug_mode_np3 nonblocking_np2 local_checks_np2
       hang_diagnosed_np2_debug1 hang_diagnosed_np3_debug0 launch_unit lockstep_launch_np2 lockstep_exit_codes_np2
-      'lockstep_hydra_*')
+      'lockstep_hydra_*' check_correct_debug_np3 check_correct_off_np2 check_planted_type_np2 check_planted_count_np3
+      check_planted_alltoallv_np3 check_planted_request_np3 check_planted_errors_return_np3
+      check_launch_planted_type_np2 check_type_signature)
     fewer_ranks=0
     ;;
   *)
