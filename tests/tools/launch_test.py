@@ -732,7 +732,8 @@ def case_hydra(lockstep, child, tmp, np):
     p = run(named + ["-n", np, "--", child, "--exit", "3"], env)
     check(p.returncode == 3, f"a rank exiting 3 makes launch exit 3 under Hydra (got {p.returncode})")
     # Hydra exits 9 for a rank that SIGKILL ended, and says so on its stdout: launch gives 128+9, as with Open MPI.
-    p = run(named + ["-n", np, "--", child, "--signal", "9"], env)
+    # One rank: when several die at once, MPICH 4.0's Hydra may trip over its own assertion (control_cb) and exit 255.
+    p = run(named + ["-n", "1", "--", child, "--signal", "9"], env)
     check(p.returncode == 128 + 9, f"a rank killed by SIGKILL makes launch exit 137 under Hydra (got {p.returncode})")
     p = run(named + ["-n", np, "--", child, "--exit", "9"], env)
     check(p.returncode == 9, f"and a rank exiting 9 itself exit 9 (got {p.returncode})")

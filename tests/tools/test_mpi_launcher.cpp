@@ -491,6 +491,11 @@ BOOST_AUTO_TEST_CASE(foreground_child_status) {
     const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"ONLY", "this"}};
     BOOST_TEST(run_in_foreground({"sh", "-c", "exit 7"}, env) == 7);
     BOOST_TEST(run_in_foreground({"sh", "-c", "kill -TERM $$"}, env) == 128 + SIGTERM);
+    // SIGTERM sent to this process is passed on; a child that then exits 0 was stopped, not finished: 128 + SIGTERM.
+    // One that exits non-zero keeps its own status.
+    const std::string stop_parent = "kill -TERM $PPID; while :; do sleep 0.1; done";
+    BOOST_TEST(run_in_foreground({"sh", "-c", "trap 'exit 0' TERM; " + stop_parent}, env) == 128 + SIGTERM);
+    BOOST_TEST(run_in_foreground({"sh", "-c", "trap 'exit 3' TERM; " + stop_parent}, env) == 3);
     // Exactly the environment given, nothing inherited.
     ::setenv("LAUNCHER_TEST_INHERITED", "1", 1);
     BOOST_TEST(run_in_foreground({"sh", "-c", "test \"$ONLY\" = this && test -z \"$LAUNCHER_TEST_INHERITED\""}, env) ==

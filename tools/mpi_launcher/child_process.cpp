@@ -516,10 +516,14 @@ private:
 
 // Waits for the foreground child, passing signals on.
 int wait_in_foreground(pid_t child, const BlockedSignals& blocked, const std::string& name) {
+    int stopped_by = 0;  // the last of SIGINT, SIGTERM, SIGHUP that came while the child ran
     for (;;) {
         int wait_status = 0;
         const pid_t done = ::waitpid(child, &wait_status, WNOHANG);
-        if (done == child) return shell_status(wait_status);
+        // A launcher that exits 0 once told to stop (MPICH's Hydra may, after passing SIGTERM on to the ranks) ended a
+        // job that did not finish: the status says which signal stopped it.
+        if (done == child)
+            return stopped_by != 0 && shell_status(wait_status) == 0 ? 128 + stopped_by : shell_status(wait_status);
         if (done < 0 && errno != EINTR) {
             throw SpawnError(fmt::format("waiting for '{}' failed: {}", name, std::strerror(errno)));
         }
@@ -527,6 +531,7 @@ int wait_in_foreground(pid_t child, const BlockedSignals& blocked, const std::st
         const timespec tick{1, 0};  // SIGCHLD normally wakes us; the tick only guards against a lost one
         const int sig = ::sigtimedwait(&blocked.set(), &info, &tick);
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            stopped_by = sig;
             // From the terminal (SI_KERNEL) the child's process group got the signal too; a second copy would make
             // mpirun abort at once instead of shutting the ranks down in order.
             if (info.si_code != SI_KERNEL) ::kill(child, sig);

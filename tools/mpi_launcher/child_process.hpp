@@ -93,7 +93,8 @@ struct FanoutOptions {
 // Runs argv with exactly `environment` and waits for it, in this process's group. SIGINT, SIGTERM and SIGHUP sent to
 // this process with kill() are passed on to the child; the same signals typed at the terminal already reach the child
 // through its process group and are not sent twice. Returns the exit status a shell would report: the child's exit
-// code, or 128 + N when signal N ended it. Throws SpawnError when the program cannot be started.
+// code, or 128 + N when signal N ended it, or ended it with exit code 0 (a launcher told to stop the job). Throws
+// SpawnError when the program cannot be started.
 [[nodiscard]] int run_in_foreground(const std::vector<std::string>& argv,
                                     const std::map<std::string, std::string>& environment);
 
