@@ -1,6 +1,7 @@
 // The communicator constructors and MPI_Comm_free: each new communicator gets its shadow (debug mode) and is
 // announced to the watchdog side.
 
+#include "collective.hpp"
 #include "communicators.hpp"
 #include "entry.hpp"
 
@@ -32,19 +33,26 @@ std::uint64_t first_member(MPI_Comm comm, MPI_Comm parent) {
     return static_cast<std::uint64_t>(first);
 }
 
-// A blocking constructor is a collective of its parent: it waits for the deferred calls only as far as they can move
-// without the peers (see hooks.hpp); those that need a peer stuck in this call cannot hold it up.
-void before_blocking() {
-    if (deferred_pending()) progress_deferred();
-}
-
-// A blocking constructor's call, on the watchdog's board while it runs.
+// A blocking constructor's call, on the watchdog's board while it runs. In debug mode it is a collective of its parent
+// like any other: its signature (the function) is exchanged first, so that processes that make different constructors
+// are reported instead of hanging, and, while collectives are deferred, it waits for its turn moving them on: once
+// its exchange is through, every process of the parent is in the constructor too, and none waits for this one's
+// deferred calls. MPI_Comm_create_group, which only the group's members call, is not checked (`whole_parent`).
 template <class Make>
-int construct(const char* function, MPI_Comm parent, int tag, const void* caller, Make make) {
+int construct(const char* function, MPI_Comm parent, int tag, const void* caller, Make make, bool whole_parent = true) {
     const CallScope scope(
         CallDescriptor{function, parent, kNoPeer, tag, 0, MPI_DATATYPE_NULL, caller, CallKind::Collective});
-    before_blocking();
-    return make();
+    if (!debug_mode || !whole_parent) {
+        if (deferred_pending()) progress_deferred();
+        return make();
+    }
+    CollectiveCall call{};
+    call.rule = Rule::Barrier;
+    call.function = function;
+    call.comm = parent;
+    call.caller = caller;
+    call.run = make;
+    return run_checked(std::move(call), nullptr);
 }
 
 }  // namespace
@@ -115,8 +123,9 @@ LOCKSTEP_CHECK_ENTRY int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, i
     // Only the group's members call it: the tag and the group's first member (which the members share) tell it from
     // its siblings; the parent's creation count, which the other members do not advance, stays as it is.
     const void* caller = LOCKSTEP_CHECK_CALLER();
-    const int rc = construct("MPI_Comm_create_group", comm, tag, caller,
-                             [&] { return PMPI_Comm_create_group(comm, group, tag, newcomm); });
+    const int rc = construct(
+        "MPI_Comm_create_group", comm, tag, caller, [&] { return PMPI_Comm_create_group(comm, group, tag, newcomm); },
+        false);
     if (rc != MPI_SUCCESS || *newcomm == MPI_COMM_NULL) return rc;
     std::uint64_t color = 0;
     {

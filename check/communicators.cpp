@@ -157,7 +157,8 @@ std::vector<CommunicatorCount> communicator_counts() {
     std::shared_lock lock(reg.mutex);
     std::vector<CommunicatorCount> counts = reg.freed;
     for (const auto& [comm, r] : reg.live) {
-        if (!r->inter && r->id != 0 && r->size > 1) counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
+        if (!r->inter && r->id != 0 && r->size > 1)
+            counts.push_back({r->id, r->collectives, r->size, communicator_label(*r)});
     }
     return counts;
 }

@@ -21,6 +21,8 @@
 
 #include "collective.hpp"
 #include "entry.hpp"
+#include "python_site.hpp"
+#include "type_signature.hpp"
 
 #include <lockstep/base/symbolizer.hpp>
 
@@ -59,6 +61,9 @@ struct Engine {
     std::mutex mutex;
     std::deque<std::shared_ptr<Pending>> queue;  // not done, in the order of the program's calls
     std::unordered_map<MPI_Request, std::shared_ptr<Pending>> by_request;  // handles the program holds
+    // Datatypes the program freed while a deferred call that uses them had not started its payload: freed once none
+    // does (MPI keeps a type alive for the operations started with it, not for those still to start).
+    std::vector<MPI_Datatype> postponed_frees;
     std::atomic<int> active{0};
 };
 
@@ -153,7 +158,7 @@ void finish(Pending& p) {
 // Every process found the same disagreement: one more exchange brings every process's call site, then the report.
 void fail(Pending& p, const std::string& headline) {
     detail::FixedText<200> site{};
-    site.assign(base::describe_call_site(p.call.caller), true);
+    site.assign(report_call_site(p.call.caller), true);
     std::vector<detail::FixedText<200>> out;
     std::vector<detail::FixedText<200>> sites;
     std::vector<std::string> site_texts;
@@ -233,6 +238,19 @@ void step(Pending& p, bool blocking) {
     }
 }
 
+// Whether a deferred call that has not started its payload uses `type`.
+bool waiting_call_uses(const Engine& e, MPI_Datatype type) {
+    for (const auto& p : e.queue) {
+        if (p->stage >= Stage::Payload) continue;
+        const CollectiveCall& c = p->call;
+        if (c.sendtype == type || c.recvtype == type) return true;
+        for (int j = 0; c.rule == Rule::Alltoallw && j < p->comm->size; ++j) {
+            if (c.sendtypes[j] == type || c.recvtypes[j] == type) return true;
+        }
+    }
+    return false;
+}
+
 void progress_locked(Engine& e) {
     std::unordered_set<MPI_Comm> waiting;  // communicators whose oldest deferred call has not started its payload
     for (const auto& p : e.queue) {
@@ -242,6 +260,12 @@ void progress_locked(Engine& e) {
         if (p->stage < Stage::Payload) waiting.insert(p->call.comm);
     }
     std::erase_if(e.queue, [](const auto& p) { return p->stage == Stage::Done; });
+    std::erase_if(e.postponed_frees, [&](MPI_Datatype type) {
+        if (waiting_call_uses(e, type)) return false;
+        forget_type_signature(type);  // looked up again since it was freed
+        PMPI_Type_free(&type);
+        return true;
+    });
     e.active.store(static_cast<int>(e.queue.size()), std::memory_order_relaxed);
 }
 
@@ -300,6 +324,15 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
     if (request != nullptr) return MPI_SUCCESS;
     while (p->stage != Stage::Done) progress_deferred();
     return p->error != MPI_SUCCESS ? p->error : p->call.run();
+}
+
+bool postpone_type_free(MPI_Datatype type) {
+    if (!deferred_pending()) return false;
+    Engine& e = engine();
+    std::scoped_lock lock(e.mutex);
+    if (!waiting_call_uses(e, type)) return false;
+    e.postponed_frees.push_back(type);
+    return true;
 }
 
 // ------------------------------------------------------------------ the program's requests (requests.cpp)

@@ -28,6 +28,10 @@ struct DeferredOutcome {
 // The same for the requests of track_request (requests.cpp).
 [[nodiscard]] std::vector<std::string> tracked_never_completed();
 
+// MPI_Type_free of a datatype that a deferred collective will start its payload with: true when the free is
+// postponed until it has (deferred.cpp).
+[[nodiscard]] bool postpone_type_free(MPI_Datatype type);
+
 // Writes a report to standard error in one piece.
 void print_report(const std::string& text);
 

@@ -119,7 +119,9 @@ void progress_deferred();
 int wait_progressing(MPI_Request* request, MPI_Status* status);
 
 // A blocking call of an entry point: `blocking()` (the PMPI_ call) when nothing is deferred, else its I-form
-// `start(&request)` and wait_progressing.
+// `start(&request)` and wait_progressing. For point-to-point calls only: MPI matches a blocking send or receive with a
+// non-blocking one, but never a blocking collective (MPI_Comm_dup included) with a non-blocking one, and whether
+// something is deferred differs between processes.
 template <class Blocking, class Start>
 int run_blocking(Blocking blocking, Start start, MPI_Status* status) {
     if (!deferred_pending()) return blocking();

@@ -487,6 +487,11 @@ using namespace lockstep::check;
 
 LOCKSTEP_CHECK_ENTRY int MPI_Type_free(MPI_Datatype* type) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Type_free(type));
-    if (debug_mode) forget_type_signature(*type);
+    if (!debug_mode) return PMPI_Type_free(type);
+    forget_type_signature(*type);
+    if (postpone_type_free(*type)) {
+        *type = MPI_DATATYPE_NULL;  // as MPI_Type_free leaves it
+        return MPI_SUCCESS;
+    }
     return PMPI_Type_free(type);
 }

@@ -282,6 +282,7 @@ std::string mismatch_report(const CommunicatorRecord& comm, const std::string& h
         if (r.in_place != 0) args.emplace_back("MPI_IN_PLACE");
         if (r.root >= 0) args.push_back(fmt::format("root {}", r.root));
         if (r.reduce_op_key != 0) args.push_back(r.reduce_op.str());
+        if (args.empty() && (rule == Rule::Alltoallv || rule == Rule::Alltoallw)) args.emplace_back("counts per peer");
         std::string joined;
         for (const auto& a : args) joined += (joined.empty() ? "" : ", ") + a;
         calls.push_back(fmt::format("{}({}) at {}", r.function.str(), joined, sites[i]));

@@ -29,24 +29,43 @@ struct CallInfo {
     CallSite site;         // the caller's file, line and function, and the tag naming the call in reports
 };
 
+// What a call lockstep does not carry is (lockstep/foreign_watch.hpp): none for lockstep's own calls; otherwise a
+// collective, or a point-to-point call or wait whose data goes to (send) or comes from (receive) its peer, or neither
+// (a wait for requests that are not one send or receive).
+enum class ForeignKind : std::uint8_t { none, collective, send, receive, request };
+
 // The fixed part of a CallInfo, as the watchdog's board keeps it: trivially copyable, written with plain stores. The
-// strings are the call site's static strings; the board fills in comm_id and timeout when it is read.
+// strings are the call site's static strings; the board fills in comm_id and timeout when it is read. A call lockstep
+// does not carry (an MPI program's, through lockstep/foreign_watch.hpp) names its function in `name`, has no tensor,
+// and keeps its caller's return address, symbolised only when a report is built.
 struct CallRecord {
     std::uint64_t comm_id = 0;
     std::uint64_t sequence = 0;
     OpKind op = OpKind::Barrier;
     DType dtype = DType::Float32;
     bool has_tensor = false;
+    ForeignKind foreign = ForeignKind::none;  // a call lockstep does not carry (below)
     int ndim = 0;
     int root = -1;
     int message_tag = 0;
-    std::int64_t dims[max_record_dims] = {};
+    std::int64_t dims[max_record_dims];  // the first ndim; the rest is left unset (no zeroing on the per-call path)
     const char* file = "";
     unsigned line = 0;
     const char* function = "";
     double timeout = 0.0;  // seconds; 0: never reported
+    // A call lockstep does not carry: its function ("MPI_Allreduce"), element count (-1: unknown) and datatype
+    // name (static strings; null: unknown), caller's return address (null when file is known), and for a wait the
+    // call that issued the request it waits for ("MPI_Irecv") and that call's return address.
+    const char* name = nullptr;
+    std::int64_t count = -1;
+    const char* datatype = nullptr;
+    const void* caller = nullptr;
+    const char* request = nullptr;
+    const void* request_caller = nullptr;
 
-    [[nodiscard]] bool point_to_point() const noexcept { return traits(op).point_to_point; }
+    [[nodiscard]] bool point_to_point() const noexcept {
+        return foreign == ForeignKind::none ? traits(op).point_to_point : foreign != ForeignKind::collective;
+    }
 };
 
 // The board's record of call number `sequence`: a handful of plain stores, no allocation (per-call path).

@@ -27,13 +27,19 @@ void Watchdog::label_communicator(std::uint64_t comm_id, std::string label) {
     if (auto it = state_->registered.find(comm_id); it != state_->registered.end()) it->second.label = std::move(label);
 }
 
+void Watchdog::name_communicator(std::uint64_t comm_id, std::string name) {
+    std::scoped_lock lock(state_->registry_mutex);
+    if (auto it = state_->registered.find(comm_id); it != state_->registered.end()) it->second.name = std::move(name);
+}
+
 void Watchdog::report_now() noexcept {
     state_->nudged = true;
 }
 
-void Watchdog::set_phase(std::string phase) {
+void Watchdog::set_phase(std::string phase, const void* caller) {
     std::scoped_lock lock(state_->registry_mutex);
     state_->phase = std::move(phase);
+    state_->phase_caller = caller;
 }
 
 Boards Watchdog::register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout,

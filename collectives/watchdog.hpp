@@ -15,6 +15,10 @@
 // calls are not checked again. A stuck send or recv is reported by the process that waits,
 // with what its peer is doing instead (the matching call with another tag, the same direction, a collective, nothing).
 //
+// Calls that lockstep does not carry (an MPI program's own, through the check library; gloo's) reach the same boards
+// through lockstep/foreign_watch.hpp (foreign_watch.cpp): their records name the MPI function, count, datatype, peer,
+// tag and the caller's return address, which the reports symbolise.
+//
 // The parts: the boards (watchdog/board.hpp), the channel (watchdog/channel.hpp), the thread (watchdog/thread.cpp)
 // and the reports (watchdog/report.cpp), over what they share (watchdog/state.hpp).
 
@@ -42,7 +46,8 @@ class Watchdog {
 public:
     // The process-wide watchdog. ensure_started() opens the listening socket and starts the thread (local, no MPI).
     static Watchdog& instance();
-    void ensure_started(int thread_level);
+    // world_rank names this process in reports; -1 takes it from the launcher's environment.
+    void ensure_started(int thread_level, int world_rank = -1);
     [[nodiscard]] bool running() const noexcept;
     // This process's endpoint, to be exchanged over a new communicator.
     [[nodiscard]] Endpoint endpoint() const;
@@ -55,8 +60,12 @@ public:
     // Names what lockstep uses one of its own communicators for (e.g. its start-up checks): reports then say
     // "`lockstep::allgather` #1 ... in <label>" rather than show an internal call as if it were the program's.
     void label_communicator(std::uint64_t comm_id, std::string label);
-    // A note shown while no collective is in flight (e.g. "in MPI_Finalize"); empty clears it.
-    void set_phase(std::string phase);
+    // Names a communicator of the program in reports ("`MPI_Allreduce` #3 ... on MPI_COMM_WORLD"): for communicators
+    // lockstep does not carry (lockstep/foreign_watch.hpp), whose calls are the program's own.
+    void name_communicator(std::uint64_t comm_id, std::string name);
+    // A note shown while no collective is in flight (e.g. "in MPI_Finalize"), with the return address of the call that
+    // entered it, if known (symbolised in reports); empty clears it.
+    void set_phase(std::string phase, const void* caller = nullptr);
     // This process's call in flight is known to be stuck (its processes met different calls): report it at the next
     // check, without waiting for its timeout.
     void report_now() noexcept;

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# The whole test suite: installs, builds, runs every meson test while the other builds compile at low priority
-# (tests/sanitizers/run.sh: ASan+UBSan+LSan in build-asan, TSan in build-tsan, then lockstep against MPICH in
-# build-mpich), then their tests, and ends with "N passed, N failed, N skipped" over all of them, computed from meson's
-# own results files. Exits non-zero when any test failed.
+# The whole test suite: installs, builds (the benchmark programs no test runs only once the plain tests are over),
+# runs every meson test (those that may run side by side first, together: tools/test-order.py) while the other builds
+# compile at low priority (tests/sanitizers/run.sh: ASan+UBSan+LSan in build-asan, TSan in build-tsan, then lockstep
+# against MPICH in build-mpich), then their tests, and ends with "N passed, N failed, N skipped" over all of them,
+# computed from meson's own results files. Exits non-zero when any test failed or a program did not build.
 # Arguments go to the plain build's `meson test`. LOCKSTEP_SANITIZERS chooses the sanitizer builds: all by default
 # (and in CI), 0 for none, or a comma-separated list (asan,tsan). LOCKSTEP_MPICH=0 leaves the MPICH build out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-bash tools/build.sh
+# The plain build: first what the tests need (tools/build-first.py: all but the benchmark programs no test runs), the
+# rest once its tests are over (below).
+bash tools/build.sh --setup-only
 builddir=${LOCKSTEP_BUILD_DIR:-build}
+mapfile -t first < <(python3 tools/build-first.py "$builddir")
+if [ "${#first[@]}" -eq 0 ]; then
+  echo "run-tests: tools/build-first.py failed" >&2
+  exit 1
+fi
+ninja -C "$builddir" "${first[@]}"
 echo "run-tests: plain build ready after $((SECONDS - started)) s"
 rm -f "$builddir/meson-logs/testlog.json"
 status=0
@@ -44,9 +53,24 @@ if [ -n "${variants// /}" ]; then
 fi
 
 phase=$SECONDS
+# Without arguments, every test, named in tools/test-order.py's order: those that may run side by side first, together.
+if [ $# -eq 0 ]; then
+  mapfile -t ordered < <(python3 tools/test-order.py "$builddir")
+  if [ "${#ordered[@]}" -eq 0 ]; then
+    echo "run-tests: tools/test-order.py failed" >&2
+    exit 1
+  fi
+  set -- "${ordered[@]}"
+fi
 meson test -C "$builddir" --print-errorlogs "$@" || status=$?
 echo "run-tests: plain tests took $((SECONDS - phase)) s"
 logs=("$builddir/meson-logs/testlog.json")
+
+# The rest of the plain build (the benchmark programs no test runs), at the lowest priority while the sanitizer tests
+# run: nothing else uses the plain build tree now. It must build all the same (checked at the end).
+mkdir -p build-logs
+nice -n 19 ninja -C "$builddir" >build-logs/plain-rest.log 2>&1 &
+rest=$!
 
 for variant in $variants; do
   phase=$SECONDS
@@ -60,6 +84,11 @@ for variant in $variants; do
   logs+=("$variant=build-$variant/meson-logs/testlog.json")
 done
 if [ -n "$builder" ]; then wait "$builder" || true; fi
+if ! wait "$rest"; then
+  tail -n 20 build-logs/plain-rest.log
+  echo "run-tests: the rest of the plain build failed (build-logs/plain-rest.log)" >&2
+  status=1
+fi
 if [ -z "$sanitizers" ]; then
   echo "run-tests: sanitizer builds skipped (LOCKSTEP_SANITIZERS=${LOCKSTEP_SANITIZERS:-})"
 fi

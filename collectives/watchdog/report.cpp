@@ -3,10 +3,15 @@
 #include "../rank_groups.hpp"
 #include "state.hpp"
 
+#include <dlfcn.h>
+
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -22,10 +27,74 @@ std::string base_name(const char* path) {
 }  // namespace
 
 bool is_send(const CallRecord& r) {
-    return r.op == OpKind::Send;
+    return r.foreign == ForeignKind::none ? r.op == OpKind::Send : r.foreign == ForeignKind::send;
 }
 
+std::string call_name(const CallRecord& r) {
+    return r.foreign == ForeignKind::none ? std::string(op_name(r.op)) : std::string(r.name != nullptr ? r.name : "?");
+}
+
+namespace {
+std::atomic<std::string (*)(const void*)> code_address_namer{nullptr};
+}  // namespace
+
+void set_code_address_namer(std::string (*namer)(const void* address)) noexcept {
+    code_address_namer.store(namer, std::memory_order_release);
+}
+
+std::string code_address_text(const void* address) {
+    if (const auto namer = code_address_namer.load(std::memory_order_acquire); namer != nullptr && address != nullptr) {
+        try {
+            return namer(address);
+        } catch (...) {  // the raw form below
+        }
+    }
+    Dl_info info{};
+    if (address != nullptr && ::dladdr(address, &info) != 0 && info.dli_fname != nullptr) {
+        const auto offset =
+            reinterpret_cast<std::uintptr_t>(address) - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+        std::string text = fmt::format("{}+{:#x}", base_name(info.dli_fname), offset);
+        if (info.dli_sname != nullptr) text += fmt::format(" ({})", info.dli_sname);
+        return text;
+    }
+    return fmt::format("{}", address);
+}
+
+namespace {
+
+// A call lockstep does not carry: "`MPI_Recv` from process 1 (tag 5, 4 x MPI_INT)", "`MPI_Allreduce` #3 (4 x
+// MPI_INT)", "`MPI_Wait` for the `MPI_Irecv` from process 1 (tag 5, 4 x MPI_INT) issued at app+0x1a2b (main)".
+std::string foreign_record_text(const CallRecord& r) {
+    std::vector<std::string> details;
+    const bool point_to_point = r.point_to_point();
+    if (!point_to_point && r.root >= 0) details.push_back(fmt::format("root {}", r.root));
+    if (point_to_point && r.foreign != ForeignKind::request) {
+        details.push_back(r.message_tag < 0 ? std::string("any tag") : fmt::format("tag {}", r.message_tag));
+    }
+    if (r.count >= 0) {
+        details.push_back(r.datatype != nullptr ? fmt::format("{} x {}", r.count, r.datatype)
+                                                : fmt::format("{} elements", r.count));
+    }
+    std::string what;
+    if (!point_to_point) {
+        what = fmt::format("#{}", r.sequence);
+    } else if (r.foreign != ForeignKind::request) {
+        const std::string peer = r.root >= 0 ? fmt::format("process {}", r.root) : std::string("any process");
+        what = fmt::format("{} {}", is_send(r) ? "to" : "from", peer);
+    }
+    if (!details.empty()) what += fmt::format("{}({})", what.empty() ? "" : " ", fmt::join(details, ", "));
+    const std::string name = call_name(r);
+    if (r.request == nullptr) return what.empty() ? fmt::format("`{}`", name) : fmt::format("`{}` {}", name, what);
+    std::string text = fmt::format("`{}` for the `{}`", name, r.request);
+    if (!what.empty()) text += " " + what;
+    if (r.request_caller != nullptr) text += fmt::format(" issued at {}", code_address_text(r.request_caller));
+    return text;
+}
+
+}  // namespace
+
 std::string record_text(const CallRecord& r) {
+    if (r.foreign != ForeignKind::none) return foreign_record_text(r);
     const std::string peer = r.root >= 0 ? fmt::format("process {}", r.root) : std::string("any process");
     std::string s = r.point_to_point() ? fmt::format("`{}` {} {} (tag {})", op_name(r.op), is_send(r) ? "to" : "from",
                                                      peer, r.message_tag)
@@ -38,6 +107,7 @@ std::string record_text(const CallRecord& r) {
 }
 
 std::string site_text(const CallRecord& r) {
+    if (r.caller != nullptr && (r.file == nullptr || *r.file == '\0')) return code_address_text(r.caller);
     return fmt::format("{}:{}", base_name(r.file), r.line);
 }
 
@@ -99,6 +169,13 @@ std::string process_line(const nlohmann::json& b, const std::string& name) {
     return line + "\n";
 }
 
+// What follows a call's text on its "Operation:" line: " on a communicator of 3 processes", or " (3 processes)" after a
+// text that names the communicator ("... on MPI_COMM_WORLD").
+std::string communicator_size_text(bool named, std::size_t size) {
+    const std::string count = detail::count_text(size, "process", "processes");
+    return named ? fmt::format(" ({})", count) : fmt::format(" on a communicator of {}", count);
+}
+
 std::string member_name(const Endpoint& member, int index) {
     std::string name = fmt::format("Process {}", index);
     if (member.world_rank != index) name += fmt::format(" (world rank {})", member.world_rank);
@@ -132,8 +209,13 @@ std::string members_grouped(const std::vector<std::string>& value_of_member, con
 // What the peer of a stuck send/recv is doing instead of the matching call, and what to do about it.
 std::string point_to_point_diagnosis(const CallRecord& stuck, const nlohmann::json& peer, int me) {
     const bool sending = is_send(stuck);
+    const bool foreign = stuck.foreign != ForeignKind::none;
     const std::string want = sending ? "recv" : "send";
-    const std::string want_call = fmt::format("`lockstep::{}` {} process {}", want, sending ? "from" : "to", me);
+    // lockstep's own calls name the call ("`lockstep::recv` from process 0"); a program's, what it must do ("receive
+    // from process 0").
+    const std::string want_call =
+        fmt::format("{} {} process {}", foreign ? (sending ? "receive" : "send") : fmt::format("`lockstep::{}`", want),
+                    sending ? "from" : "to", me);
     const auto is_toward_me = [&](const std::string& prefix) {
         return peer.contains(prefix + "p2p") && peer.value(prefix + "peer", -1) == me &&
                peer.value(prefix + "comm", std::uint64_t{~0ULL}) == stuck.comm_id;
@@ -150,6 +232,19 @@ std::string point_to_point_diagnosis(const CallRecord& stuck, const nlohmann::js
     if (!finalising && peer.value("in_collective", false) && is_toward_me("")) {
         const std::string kind = peer.value("p2p", "");
         const int tag = peer.value("tag", 0);
+        if (foreign && kind == want) {
+            return fmt::format(
+                "Process {} is in the matching {} ({}) but with tag {}, and this call uses {}: the tags "
+                "must be equal.",
+                p, want_call, peer.value("op", "?"), tag,
+                stuck.message_tag < 0 ? std::string("any tag") : fmt::format("tag {}", stuck.message_tag));
+        }
+        if (foreign && kind != "wait") {
+            return fmt::format(
+                "Process {} is in {} at {}: both sides {}, so neither call can complete. Order the calls (for "
+                "example, even ranks send first and odd ranks receive first), or make one of them non-blocking.",
+                p, peer.value("op", "?"), peer.value("site", "?"), sending ? "send" : "wait to receive");
+        }
         if (kind == want) {
             return fmt::format(
                 "Process {} is in the matching {} but with tag {}, and this call uses tag {}: the tags "
@@ -174,6 +269,16 @@ std::string point_to_point_diagnosis(const CallRecord& stuck, const nlohmann::js
             p, finalising ? fmt::format(" ({})", peer.value("phase", "")) : "", peer.value("last_op", "?"),
             peer.value("last_site", "?"), sending ? "send" : "recv", stuck.message_tag);
     }
+    if (foreign) {
+        const std::string now =
+            finalising ? fmt::format("; it is {} now", peer.value("phase", ""))
+            : peer.value("in_collective", false)
+                ? fmt::format("; it is in {} at {} now", peer.value("op", "?"), peer.value("site", "?"))
+                : std::string("; it is in none of its MPI calls now (computing?)");
+        return fmt::format(
+            "Process {} never posted the matching {}{}. Look for a branch or an early exit that skips it.", p,
+            want_call, now);
+    }
     return fmt::format("Process {} never posted the matching {}: look for a branch or an early exit that skips it.", p,
                        want_call);
 }
@@ -188,7 +293,7 @@ std::string Watchdog::build_report(const CallRecord& stuck, double waited, bool*
 
 Watchdog::State::Verdict Watchdog::State::build_point_to_point(const CallRecord& stuck, double waited,
                                                                const std::vector<Endpoint>& members,
-                                                               const std::string& stuck_text) {
+                                                               const std::string& stuck_text, bool named) {
     int my_index = -1;
     for (std::size_t i = 0; i < members.size(); ++i) {
         if (is_self(members[i])) my_index = static_cast<int>(i);
@@ -198,8 +303,8 @@ Watchdog::State::Verdict Watchdog::State::build_point_to_point(const CallRecord&
     std::string& r = v.text;
     r = fmt::format("lockstep: point-to-point call timed out after {:.1f} s (timeout {:g} s)\n\n", waited,
                     stuck.timeout);
-    r += fmt::format("Operation: {} on a communicator of {}, called at {} by process {}\n", stuck_text,
-                     detail::count_text(members.size(), "process", "processes"), site_text(stuck), my_index);
+    r += fmt::format("Operation: {}{}, called at {} by process {}\n", stuck_text,
+                     communicator_size_text(named, members.size()), site_text(stuck), my_index);
     const std::vector<nlohmann::json> boards = ask_boards(members);
     if (stuck.root >= 0 && stuck.root < static_cast<int>(boards.size())) {
         const nlohmann::json& peer = boards[static_cast<std::size_t>(stuck.root)];
@@ -230,7 +335,8 @@ struct StuckCall {
     std::string site;
     double seconds = 0.0;
     double timeout = 0.0;
-    std::string label;  // what lockstep uses the communicator for, if it is one of its own (label_communicator)
+    std::string label;   // what lockstep uses the communicator for, if it is one of its own (label_communicator)
+    bool named = false;  // the text names the communicator (name_communicator)
 };
 
 // A request of communicator `comm` on this board that is queued and that no thread waits for, if any.
@@ -285,22 +391,24 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
     std::vector<Endpoint> members;
     std::string stuck_text = record_text(stuck);  // with its communicator's label, if lockstep's own
     std::string stuck_label;
+    bool named = false;
     std::map<int, Endpoint> known;
     {
         std::scoped_lock lock(registry_mutex);
         if (auto it = registered.find(stuck.comm_id); it != registered.end()) {
             members = it->second.members;
-            stuck_text = Call{stuck, {}, it->second.label}.text();
+            stuck_text = Call{stuck, {}, it->second.label, 0, it->second.name}.text();
             stuck_label = it->second.label;
+            named = !it->second.name.empty();
         }
         known = known_endpoints();
     }
-    if (stuck.point_to_point()) return build_point_to_point(stuck, waited, members, stuck_text);
+    if (stuck.point_to_point()) return build_point_to_point(stuck, waited, members, stuck_text, named);
 
     // The stuck call, and every collective its missing members are stuck in instead, transitively: ranks 0-1 waiting
     // in one communicator for rank 2, which waits in another for them, are one hang and get one report.
-    std::vector<StuckCall> calls = {{stuck.comm_id, members, stuck_text, std::string(op_name(stuck.op)), stuck.sequence,
-                                     site_text(stuck), waited, stuck.timeout, stuck_label}};
+    std::vector<StuckCall> calls = {{stuck.comm_id, members, stuck_text, call_name(stuck), stuck.sequence,
+                                     site_text(stuck), waited, stuck.timeout, stuck_label, named}};
     std::map<int, nlohmann::json> boards;  // by world rank
     constexpr std::size_t most_calls = 8;
     for (int round = 0; round < 4; ++round) {
@@ -333,7 +441,8 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                                 call.value("site", "?"),
                                 call.value("seconds", 0.0),
                                 call.value("timeout", 0.0),
-                                call.value("label", "")};
+                                call.value("label", ""),
+                                !call.value("name", "").empty()};
                 if (!call.contains("members") || !call["members"].is_array()) continue;
                 for (const auto& w : call["members"]) {
                     const int rank = w.get<int>();
@@ -389,11 +498,11 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
         for (const int i : missing) missing_anywhere.insert(c.members[static_cast<std::size_t>(i)].world_rank);
         std::string s;
         if (k == 0) {
-            s += fmt::format("Operation: {} on a communicator of {}, called at {}\n", c.text,
-                             detail::count_text(c.members.size(), "process", "processes"), c.site);
+            s += fmt::format("Operation: {}{}, called at {}\n", c.text,
+                             communicator_size_text(c.named, c.members.size()), c.site);
         } else {
-            s += fmt::format("Operation: {} on a communicator of {}, called at {}, in flight for {:.1f} s\n", c.text,
-                             detail::count_text(c.members.size(), "process", "processes"), c.site, c.seconds);
+            s += fmt::format("Operation: {}{}, called at {}, in flight for {:.1f} s\n", c.text,
+                             communicator_size_text(c.named, c.members.size()), c.site, c.seconds);
         }
         std::string hint;
         if (elsewhere.empty()) {
@@ -444,6 +553,11 @@ Watchdog::State::Verdict Watchdog::State::build(const CallRecord& stuck, double 
                     "The processes reached different collectives at the same point: look for a branch that only some "
                     "ranks take. Setting LOCKSTEP_DEBUG_MODE=1 reports such a mismatch at once, with every rank's "
                     "call.";
+            } else if (stuck.foreign != ForeignKind::none) {
+                reason = "the ranks disagree on the arguments (count, datatype or root)";
+                advice =
+                    "Every process must pass matching arguments. Setting LOCKSTEP_DEBUG_MODE=1 reports such a "
+                    "mismatch at once, with every rank's call.";
             } else {
                 reason = "the ranks disagree on the tensor (dtype or shape)";
                 advice =

@@ -30,24 +30,30 @@ struct Watchdog::State {
         Clock::time_point start;  // of the call in flight
         Clock::time_point end;    // of the last call completed
         std::string last_label;   // the communicator's label when that call was seen completed
+        std::string last_name;    // and its name
         std::optional<Board::Snapshot> snapshot;
     };
     struct Registered {
         std::vector<Endpoint> members;  // in the communicator's rank order
         Watched boards[2];              // collectives, sends and receives
         std::string label;         // what lockstep uses the communicator for, if it is its own (label_communicator)
+        std::string name;          // what the program calls it, if lockstep does not carry it (name_communicator)
         TimeoutAction on_timeout;  // on_timeout raise: what to do with a stuck collective's report
         bool timed_out = false;    // on_timeout raise: a collective was found stuck; not checked again
     };
     // A call in flight (`when` it started) or completed (`when` it ended, `order` among completions), with its
-    // communicator's label.
+    // communicator's label and name.
     struct Call {
         CallRecord record;
         Clock::time_point when;
         std::string label;
         std::uint64_t order = 0;
+        std::string name;
         [[nodiscard]] std::string text() const {
-            return label.empty() ? record_text(record) : fmt::format("{} in {}", record_text(record), label);
+            std::string text = record_text(record);
+            if (!name.empty()) text += fmt::format(" on {}", name);
+            if (!label.empty()) text += fmt::format(" in {}", label);
+            return text;
         }
     };
 
@@ -73,6 +79,7 @@ struct Watchdog::State {
                 w.seen_ended = snap->ended;
                 w.end = now;
                 w.last_label = entry.label;
+                w.last_name = entry.name;
             }
             w.snapshot = std::move(snap);
         }
@@ -86,7 +93,9 @@ struct Watchdog::State {
         std::vector<Call> calls;
         for (const auto& [id, entry] : registered) {
             for (const Watched& w : entry.boards) {
-                if (w.snapshot && w.snapshot->current) calls.push_back({*w.snapshot->current, w.start, entry.label});
+                if (w.snapshot && w.snapshot->current) {
+                    calls.push_back({*w.snapshot->current, w.start, entry.label, 0, entry.name});
+                }
             }
         }
         std::stable_sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.when < b.when; });
@@ -99,7 +108,7 @@ struct Watchdog::State {
             if (!w.snapshot || !w.snapshot->last) continue;
             const std::uint64_t order = w.snapshot->last_order;
             const bool later = !best || (order != 0 && best->order != 0 ? order > best->order : w.end >= best->when);
-            if (later) best = Call{*w.snapshot->last, w.end, w.last_label, order};
+            if (later) best = Call{*w.snapshot->last, w.end, w.last_label, order, w.last_name};
         }
     }
     [[nodiscard]] std::optional<Call> last_completed() const {
@@ -116,7 +125,8 @@ struct Watchdog::State {
         return known;
     }
 
-    std::string phase;  // registry_mutex
+    std::string phase;                   // registry_mutex
+    const void* phase_caller = nullptr;  // registry_mutex: where the program entered the phase, if known
     Endpoint self{};
     std::string key;  // self.key as the request carries it
     int world_rank = 0;
@@ -140,7 +150,7 @@ struct Watchdog::State {
         // Send and receive: direction, peer and tag as data, for the report of a stuck peer.
         const auto add_p2p = [&](const CallRecord& r, const std::string& prefix) {
             if (!r.point_to_point()) return;
-            j[prefix + "p2p"] = is_send(r) ? "send" : "recv";
+            j[prefix + "p2p"] = is_send(r) ? "send" : r.foreign == ForeignKind::request ? "wait" : "recv";
             j[prefix + "peer"] = r.root;
             j[prefix + "tag"] = r.message_tag;
             j[prefix + "comm"] = r.comm_id;
@@ -167,19 +177,24 @@ struct Watchdog::State {
                 all.push_back({{"comm", c.record.comm_id},
                                {"sequence", c.record.sequence},
                                {"p2p", c.record.point_to_point()},
-                               {"op", std::string(op_name(c.record.op))},
+                               {"op", call_name(c.record)},
                                {"text", c.text()},
                                {"site", site_text(c.record)},
                                {"seconds", std::chrono::duration<double>(now - c.when).count()},
                                {"timeout", c.record.timeout},
                                {"label", c.label},
+                               {"name", c.name},
                                {"members", members}});
             }
             j["in_flight"] = std::move(all);
         } else {
             j["in_collective"] = false;
         }
-        if (!phase.empty()) j["phase"] = phase;
+        if (!phase.empty()) {
+            j["phase"] = phase_caller != nullptr
+                             ? fmt::format("{}, called at {}", phase, code_address_text(phase_caller))
+                             : phase;
+        }
         if (nlohmann::json requests = requests_json(); !requests.empty()) j["requests"] = std::move(requests);
         if (const auto last = last_completed()) {
             j["last_op"] = last->text();
@@ -233,7 +248,7 @@ struct Watchdog::State {
     };
     Verdict build(const CallRecord& stuck, double waited);
     Verdict build_point_to_point(const CallRecord& stuck, double waited, const std::vector<Endpoint>& members,
-                                 const std::string& stuck_text);
+                                 const std::string& stuck_text, bool named);
 
     // The channel: every connection is non-blocking and has a deadline; one poll serves them all.
     struct Client {

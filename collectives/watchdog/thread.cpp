@@ -271,11 +271,12 @@ bool Watchdog::running() const noexcept {
     return state_->started;
 }
 
-void Watchdog::ensure_started(int /*thread_level*/) {
+void Watchdog::ensure_started(int /*thread_level*/, int world_rank) {
     State& s = *state_;
     std::scoped_lock lock(s.registry_mutex);
     if (s.started) return;
-    const ProcessIdentity id = current_identity();
+    ProcessIdentity id = current_identity();
+    if (world_rank >= 0) id.rank = world_rank;
     s.world_rank = id.rank;
     s.host = host_name();
 

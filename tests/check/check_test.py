@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 LIMIT_SECONDS = 60
-TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$")
+TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
 
 
 def tag_output(lockstep):
@@ -80,10 +80,10 @@ def run(mpirun, library, np, debug, program, args):
 def reports(output, np):
     """Each process's report: its lines from 'lockstep check:' to the line that says how it ends."""
     lines = {rank: [] for rank in range(np)}
-    for line in output.splitlines():
-        m = TAG.match(line)
-        if m:
-            lines[int(m.group(1))].append(m.group(3))
+    # mpirun tags each chunk it forwards, and a chunk need not end a line: a tag may follow text without a newline.
+    parts = TAG.split(output)
+    for i in range(1, len(parts) - 2, 3):
+        lines[int(parts[i])].extend(line for line in parts[i + 2].split("\n") if line)
     found = {}
     for rank, text in lines.items():
         block = []

@@ -229,6 +229,15 @@ static void nonblocking_collectives(MPI_Comm comm) {
     EXPECT(b == me * (me + 1) / 2 && received[n - 1] == n - 1);
     free(sent);
     free(received);
+    /* A derived datatype freed right after the call that uses it, before its request completes (MPI allows it). */
+    MPI_Datatype four;
+    MPI_Type_contiguous(4, MPI_INT, &four);
+    MPI_Type_commit(&four);
+    if (me == 0) c[3] = 99;
+    MPI_Ibcast(c, 1, four, 0, comm, &reqs[0]);
+    MPI_Type_free(&four);
+    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+    EXPECT(c[3] == 99);
     /* A blocking collective while a non-blocking one is in flight on the same communicator. */
     MPI_Iallreduce(&a, &b, 1, MPI_INT, MPI_SUM, comm, &reqs[0]);
     MPI_Allreduce(&a, &d, 1, MPI_INT, MPI_MAX, comm);
@@ -256,6 +265,19 @@ static void ibcast_then_bcast(void) {
         if (rank == 1) MPI_Bcast(&token, 1, MPI_INT, 1, pair);
     }
     if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+    /* The same with a communicator duplication as the blocking call. */
+    MPI_Comm copy;
+    value = rank == 0 ? 43 : 0;
+    MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    if (rank == 0) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        EXPECT(value == 43);
+        MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+    }
+    MPI_Comm_free(&copy);
 }
 
 /* The same with a receive: process 0 blocks in a receive that process 1 sends only once its broadcast completed. */

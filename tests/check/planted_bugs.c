@@ -9,6 +9,7 @@
  *   gatherv     the root expects 2 ints from the last process, which sends 3
  *   ibcast      a non-blocking broadcast of MPI_INT received as MPI_DOUBLE
  *   op          MPI_Allreduce with MPI_SUM on process 0, MPI_MAX elsewhere
+ *   constructor process 0 duplicates the world communicator, the others split it
  *   return      the type mismatch with MPI_ERRORS_RETURN on the world: every process gets the error code, prints it
  *               and goes on (exit 0) */
 #include <mpi.h>
@@ -85,6 +86,13 @@ int main(int argc, char** argv) {
         MPI_Wait(&req, MPI_STATUS_IGNORE);
     } else if (strcmp(bug, "op") == 0) {
         MPI_Allreduce(ints, out, 4, MPI_INT, rank == 0 ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
+    } else if (strcmp(bug, "constructor") == 0) {
+        MPI_Comm made;
+        if (rank == 0)
+            MPI_Comm_dup(MPI_COMM_WORLD, &made);
+        else
+            MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &made);
+        MPI_Comm_free(&made);
     } else if (strcmp(bug, "return") == 0) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         int rc = rank == 0 ? MPI_Bcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD)
