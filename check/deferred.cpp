@@ -46,9 +46,9 @@ struct Pending {
     std::vector<MPI_Request> messages;  // its sends and receives
     MPI_Request payload = MPI_REQUEST_NULL;
     MPI_Request user = MPI_REQUEST_NULL;  // the program's handle; null for a blocking call
-    CheckRecord mine{};
-    std::vector<CheckRecord> mine_out;  // mine, once per peer, while the sends are in flight
-    std::vector<CheckRecord> all;
+    CheckDigest mine{};
+    std::vector<CheckDigest> mine_out;  // mine, once per peer, while the sends are in flight
+    std::vector<CheckDigest> all;
     std::vector<SideSignature> sends;
     std::vector<SideSignature> received;
     Verdict verdict{};
@@ -155,20 +155,35 @@ void finish(Pending& p) {
     if (p.user != MPI_REQUEST_NULL) PMPI_Grequest_complete(p.user);
 }
 
-// Every process found the same disagreement: one more exchange brings every process's call site, then the report.
-void fail(Pending& p, const std::string& headline) {
-    detail::FixedText<200> site{};
-    site.assign(report_call_site(p.call.caller), true);
-    std::vector<detail::FixedText<200>> out;
-    std::vector<detail::FixedText<200>> sites;
+// What a report needs of each process, exchanged once a disagreement was found: its call with names and its call site.
+struct ReportPart {
+    CheckRecord record;
+    detail::FixedText<200> site;
+};
+static_assert(detail::FixedRecord<ReportPart>);
+
+// Every process found the same disagreement: one more exchange brings every process's call, named, and call site;
+// `headline` makes the headline from the records; then the report.
+template <class Headline>
+void fail(Pending& p, Headline headline) {
+    ReportPart part{};
+    part.record = make_record(p.call, *p.comm, p.mine.call_number);
+    part.site.assign(report_call_site(p.call.caller), true);
+    std::vector<ReportPart> out;
+    std::vector<ReportPart> parts;
+    std::vector<CheckRecord> records;
     std::vector<std::string> site_texts;
-    if (post_allgather(site, out, sites, *p.comm, kSiteTag, p.messages) == MPI_SUCCESS &&
+    if (post_allgather(part, out, parts, *p.comm, kSiteTag, p.messages) == MPI_SUCCESS &&
         PMPI_Waitall(static_cast<int>(p.messages.size()), p.messages.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS) {
-        for (const auto& s : sites) site_texts.push_back(s.str());
-    } else {
+        for (const auto& s : parts) {
+            records.push_back(s.record);
+            site_texts.push_back(s.site.str());
+        }
+    } else {  // only this process's call is known
+        records.assign(static_cast<std::size_t>(p.comm->size), part.record);
         site_texts.assign(static_cast<std::size_t>(p.comm->size), "an unknown call site");
     }
-    p.error = handle_mismatch(*p.comm, mismatch_report(*p.comm, headline, p.all, site_texts));
+    p.error = handle_mismatch(*p.comm, mismatch_report(*p.comm, headline(records), records, site_texts));
     finish(p);
 }
 
@@ -185,7 +200,9 @@ void step(Pending& p, bool blocking) {
                     })) {
                     return;
                 }
-                if (auto headline = compare_records(p.call.rule, p.all)) return fail(p, *headline);
+                if (const auto found = compare_records(p.call.rule, p.all)) {
+                    return fail(p, [&](const std::vector<CheckRecord>& all) { return headline(*found, all); });
+                }
                 p.stage = needs_transpose(p.call.rule)  ? Stage::Transpose
                           : needs_verdicts(p.call.rule) ? Stage::Verdict
                                                         : Stage::StartPayload;
@@ -207,7 +224,12 @@ void step(Pending& p, bool blocking) {
                     return;
                 }
                 for (const Verdict& v : p.verdicts) {
-                    if (v.mismatches != 0) return fail(p, verdict_headline(p.all.front(), p.verdicts));
+                    if (v.mismatches != 0) {
+                        return fail(p, [&](const std::vector<CheckRecord>& all) {
+                            name_peer_sides(p.call.rule, p.verdicts, all);
+                            return verdict_headline(all.front(), p.verdicts);
+                        });
+                    }
                 }
                 p.stage = Stage::StartPayload;
                 break;
@@ -298,16 +320,15 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
         // Not checked (an intercommunicator, MPI_COMM_NULL: MPI reports the latter).
         return request != nullptr ? call.start(request) : call.run();
     }
+    if (request == nullptr) {
+        if (const auto checked = check_blocking_now(call)) return *checked != MPI_SUCCESS ? *checked : call.run();
+    }
     ++comm->collectives;
     auto p = std::make_shared<Pending>();
     p->call = std::move(call);
     p->comm = comm;
-    p->mine = make_record(p->call, *comm);
+    p->mine = make_digest(p->call, *comm);
     Engine& e = engine();
-    if (request == nullptr && !deferred_pending()) {
-        step(*p, true);
-        return p->error != MPI_SUCCESS ? p->error : p->call.run();
-    }
     if (request != nullptr) {
         if (const int rc = PMPI_Grequest_start(query_status, free_state, cancel_nothing, nullptr, &p->user);
             rc != MPI_SUCCESS) {
@@ -324,6 +345,28 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
     if (request != nullptr) return MPI_SUCCESS;
     while (p->stage != Stage::Done) progress_deferred();
     return p->error != MPI_SUCCESS ? p->error : p->call.run();
+}
+
+std::optional<int> check_blocking_now(const CollectiveCall& call) {
+    const InsideLockstep inside;
+    CommunicatorRecord* comm = find_communicator(call.comm);
+    if (comm == nullptr || comm->shadow == MPI_COMM_NULL) return MPI_SUCCESS;  // not checked (run_checked's case)
+    // One call's state per thread, its buffers kept from call to call; a call made while it is in use (from an error
+    // handler the program set) takes the general way.
+    thread_local Pending p;
+    thread_local bool in_use = false;
+    if (in_use || deferred_pending()) return std::nullopt;
+    in_use = true;
+    ++comm->collectives;
+    p.call = call;
+    p.comm = comm;
+    p.stage = Stage::Exchange;
+    p.posted = false;
+    p.error = MPI_SUCCESS;
+    p.mine = make_digest(call, *comm);
+    step(p, true);
+    in_use = false;
+    return p.error;
 }
 
 bool postpone_type_free(MPI_Datatype type) {

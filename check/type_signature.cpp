@@ -447,28 +447,54 @@ void forget_type_signature(MPI_Datatype type) {
     c.types.erase(type);
 }
 
-SideSignature side_signature(long long count, MPI_Datatype type) {
-    SideSignature side{};
+SideDigest side_digest(long long count, MPI_Datatype type) {
+    SideDigest side{};
     side.present = 1;
     side.count = count;
-    if (type == MPI_DATATYPE_NULL) {
-        side.type.assign("MPI_DATATYPE_NULL");
-        return side;
-    }
+    if (type == MPI_DATATYPE_NULL) return side;
     const TypeSignature& sig = type_signature(type);
     const auto n = static_cast<std::uint64_t>(std::max(count, 0LL));
     side.bytes = sig.size * n;
     side.by_size = sig.by_size ? 1 : 0;
     side.reps = sig.by_size ? 0 : sig.reps * n;
     side.root_hash = side.reps == 0 ? 0 : sig.root_hash;
+    return side;
+}
+
+SideDigest digest(const SideSignature& side) noexcept {
+    return SideDigest{side.root_hash, side.reps, side.bytes, side.count, side.by_size, side.present};
+}
+
+SideSignature with_names(const SideDigest& d, const SideSignature& named) noexcept {
+    SideSignature side = named;
+    side.root_hash = d.root_hash;
+    side.reps = d.reps;
+    side.bytes = d.bytes;
+    side.count = d.count;
+    side.by_size = d.by_size;
+    side.present = d.present;
+    return side;
+}
+
+SideSignature side_signature(long long count, MPI_Datatype type) {
+    SideSignature side = with_names(side_digest(count, type), SideSignature{});
+    if (type == MPI_DATATYPE_NULL) {
+        side.type.assign("MPI_DATATYPE_NULL");
+        return side;
+    }
+    const TypeSignature& sig = type_signature(type);
     side.type.assign(sig.name);
     side.root.assign(sig.root_text);
     return side;
 }
 
-bool signatures_match(const SideSignature& a, const SideSignature& b) noexcept {
+bool signatures_match(const SideDigest& a, const SideDigest& b) noexcept {
     if (a.by_size != 0 || b.by_size != 0) return a.bytes == b.bytes;
     return a.reps == b.reps && (a.reps == 0 || a.root_hash == b.root_hash);
+}
+
+bool signatures_match(const SideSignature& a, const SideSignature& b) noexcept {
+    return signatures_match(digest(a), digest(b));
 }
 
 std::string describe(const SideSignature& side) {
