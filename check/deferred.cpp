@@ -26,12 +26,12 @@
 
 #include <lockstep/base/symbolizer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace lockstep::check {
 namespace {
@@ -65,6 +65,7 @@ struct Engine {
     // does (MPI keeps a type alive for the operations started with it, not for those still to start).
     std::vector<MPI_Datatype> postponed_frees;
     std::atomic<int> active{0};
+    std::vector<MPI_Comm> waiting;  // progress_locked's, kept from call to call
 };
 
 Engine& engine() {
@@ -274,12 +275,17 @@ bool waiting_call_uses(const Engine& e, MPI_Datatype type) {
 }
 
 void progress_locked(Engine& e) {
-    std::unordered_set<MPI_Comm> waiting;  // communicators whose oldest deferred call has not started its payload
+    // The communicators whose oldest deferred call has not started its payload (few: a linear search).
+    std::vector<MPI_Comm>& waiting = e.waiting;
+    waiting.clear();
+    const auto is_waiting = [&](MPI_Comm comm) {
+        return std::find(waiting.begin(), waiting.end(), comm) != waiting.end();
+    };
     for (const auto& p : e.queue) {
         const bool before_payload = p->stage < Stage::Payload;
-        if (before_payload && waiting.contains(p->call.comm)) continue;
+        if (before_payload && is_waiting(p->call.comm)) continue;
         step(*p, false);
-        if (p->stage < Stage::Payload) waiting.insert(p->call.comm);
+        if (p->stage < Stage::Payload && !is_waiting(p->call.comm)) waiting.push_back(p->call.comm);
     }
     std::erase_if(e.queue, [](const auto& p) { return p->stage == Stage::Done; });
     std::erase_if(e.postponed_frees, [&](MPI_Datatype type) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -111,7 +112,16 @@ struct Cache {
     std::vector<NamedType> named;
     std::unordered_map<std::uint32_t, std::string> basic_names;  // code -> the name first seen for it
     std::unordered_map<MPI_Datatype, std::unique_ptr<TypeSignature>> types;
+    std::atomic<std::uint64_t> generation{0};  // advanced under the lock whenever an entry of `types` goes
 };
+
+// The last type this thread looked up, valid while the cache's generation is the one it was found in.
+struct LastFound {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    const TypeSignature* signature = nullptr;
+    std::uint64_t generation = ~std::uint64_t{0};
+};
+thread_local LastFound last_found;
 
 Cache& cache() {
     static auto* c = new Cache;  // never destroyed: entry points may run during static destruction
@@ -430,6 +440,9 @@ std::unique_ptr<TypeSignature> make_signature(MPI_Datatype type, Cache& c) {
 
 const TypeSignature& type_signature(MPI_Datatype type) {
     Cache& c = cache();
+    if (last_found.type == type && last_found.generation == c.generation.load(std::memory_order_acquire)) {
+        return *last_found.signature;
+    }
     std::scoped_lock lock(c.mutex);
     if (c.named.empty()) {
         for (const auto& n : named_types()) {
@@ -438,6 +451,7 @@ const TypeSignature& type_signature(MPI_Datatype type) {
     }
     auto& slot = c.types[type];
     if (!slot) slot = make_signature(type, c);
+    last_found = {type, slot.get(), c.generation.load(std::memory_order_relaxed)};
     return *slot;
 }
 
@@ -445,6 +459,7 @@ void forget_type_signature(MPI_Datatype type) {
     Cache& c = cache();
     std::scoped_lock lock(c.mutex);
     c.types.erase(type);
+    c.generation.fetch_add(1, std::memory_order_release);
 }
 
 SideDigest side_digest(long long count, MPI_Datatype type) {
