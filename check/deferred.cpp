@@ -6,14 +6,17 @@
 // collective with a non-blocking one, and whether a call must keep deferred ones moving while it waits (and so cannot
 // block) differs between processes. Messages between two processes on one shadow arrive in the order they were sent,
 // and every process makes its exchanges in the order of its calls, so the k-th record from a peer is its k-th call's.
-// Tags keep the stages apart. The payload keeps the program's form. A blocking collective made while no non-blocking
-// one is in flight waits for its exchanges in PMPI_Waitall, then runs its payload. A non-blocking one gets a
-// generalized request (MPI_Grequest_start) as the program's handle, joins the queue of deferred calls, and posts its
-// exchange with non-blocking calls; its payload starts only once the exchange agreed, and the request completes when
-// the payload has. Deferred calls move on in progress_deferred, which every intercepted blocking call runs while it
-// waits (a blocking call made while something is deferred joins the queue and waits for its turn the same way, up to
-// its payload, which it then runs as the blocking call it is), so a correct program that waits for a non-blocking
-// collective on one process while its peer blocks elsewhere still runs: the peer's wait moves its deferred call on.
+// Tags keep the stages apart. The record is a digest of numbers (CheckDigest, under the size above which shared-memory
+// transports slow down); the names and call sites travel only in the exchange a report makes. The payload keeps the
+// program's form. A blocking collective made while no non-blocking one is in flight waits for its exchanges in
+// PMPI_Waitall, then runs its payload (check_blocking_now: one state per thread whose buffers are kept, no
+// allocation). A non-blocking one gets a generalized request (MPI_Grequest_start) as the program's handle, joins the
+// queue of deferred calls, and posts its exchange with non-blocking calls; its payload starts only once the exchange
+// agreed, and the request completes when the payload has. Deferred calls move on in progress_deferred, which every
+// intercepted blocking call runs while it waits (a blocking call made while something is deferred joins the queue and
+// waits for its turn the same way, up to its payload, which it then runs as the blocking call it is), so a correct
+// program that waits for a non-blocking collective on one process while its peer blocks elsewhere still runs: the
+// peer's wait moves its deferred call on.
 //
 // MPI wants the collectives of one communicator started in the same order on every process, and the exchanges on the
 // shadow must follow the order of the calls: only the oldest deferred call of a communicator that has not started its
