@@ -69,6 +69,27 @@ struct Engine {
     std::vector<MPI_Datatype> postponed_frees;
     std::atomic<int> active{0};
     std::vector<MPI_Comm> waiting;  // progress_locked's, kept from call to call
+    // Calls that neither the queue nor the program's handles hold any more, their buffers kept for the next.
+    std::vector<std::shared_ptr<Pending>> spare;
+
+    // Drops `p`, keeping it for reuse where nothing else holds it.
+    void release(std::shared_ptr<Pending>&& p) {
+        if (p.use_count() == 1 && spare.size() < 64) spare.push_back(std::move(p));
+        p.reset();
+    }
+    // A fresh call's state (under the mutex).
+    std::shared_ptr<Pending> take() {
+        if (spare.empty()) return std::make_shared<Pending>();
+        std::shared_ptr<Pending> p = std::move(spare.back());
+        spare.pop_back();
+        p->stage = Stage::Exchange;
+        p->posted = false;
+        p->payload = MPI_REQUEST_NULL;
+        p->user = MPI_REQUEST_NULL;
+        p->verdict = Verdict{};
+        p->error = MPI_SUCCESS;
+        return p;
+    }
 };
 
 Engine& engine() {
@@ -290,7 +311,15 @@ void progress_locked(Engine& e) {
         step(*p, false);
         if (p->stage < Stage::Payload && !is_waiting(p->call.comm)) waiting.push_back(p->call.comm);
     }
-    std::erase_if(e.queue, [](const auto& p) { return p->stage == Stage::Done; });
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < e.queue.size(); ++i) {
+        if (e.queue[i]->stage == Stage::Done) {
+            e.release(std::move(e.queue[i]));
+        } else if (kept++ != i) {
+            e.queue[kept - 1] = std::move(e.queue[i]);
+        }
+    }
+    e.queue.resize(kept);
     std::erase_if(e.postponed_frees, [&](MPI_Datatype type) {
         if (waiting_call_uses(e, type)) return false;
         forget_type_signature(type);  // looked up again since it was freed
@@ -333,11 +362,15 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
         if (const auto checked = check_blocking_now(call)) return *checked != MPI_SUCCESS ? *checked : call.run();
     }
     ++comm->collectives;
-    auto p = std::make_shared<Pending>();
+    Engine& e = engine();
+    std::shared_ptr<Pending> p;
+    {
+        std::scoped_lock lock(e.mutex);
+        p = e.take();
+    }
     p->call = std::move(call);
     p->comm = comm;
     p->mine = make_digest(p->call, *comm);
-    Engine& e = engine();
     if (request != nullptr) {
         if (const int rc = PMPI_Grequest_start(query_status, free_state, cancel_nothing, nullptr, &p->user);
             rc != MPI_SUCCESS) {
@@ -395,6 +428,7 @@ DeferredOutcome take_deferred(MPI_Request request) {
     const auto it = e.by_request.find(request);
     if (it == e.by_request.end()) return {false, MPI_SUCCESS};
     const int error = it->second->error;
+    e.release(std::move(it->second));
     e.by_request.erase(it);
     return {true, error};
 }
