@@ -6,6 +6,7 @@
 
 #include "operation_table.hpp"
 
+#include <lockstep/communicator.hpp>
 #include <lockstep/operation.hpp>
 #include <lockstep/tensor.hpp>
 
@@ -27,6 +28,8 @@ struct CallInfo {
     int varying_dim = -1;  // the dimension allowed to differ between ranks (uneven gather: 0; padding), or -1
     int message_tag = 0;   // the MPI tag of a send or recv
     CallSite site;         // the caller's file, line and function, and the tag naming the call in reports
+    // A call another library carries (Communicator::begin_foreign): its dtype, shape and device stand for `input`'s.
+    const ForeignCall* foreign = nullptr;
 };
 
 // What a call lockstep does not carry is (lockstep/foreign_watch.hpp): none for lockstep's own calls; otherwise a
@@ -75,7 +78,12 @@ struct CallRecord {
     r.op = call.op;
     r.root = call.root;
     r.message_tag = call.message_tag;
-    if (const Tensor* t = call.input != nullptr ? call.input : call.output; t != nullptr) {
+    if (const ForeignCall* f = call.foreign; f != nullptr) {
+        r.has_tensor = f->dtype.has_value();
+        r.dtype = f->dtype.value_or(DType::Float32);
+        r.ndim = static_cast<int>(f->shape.size());
+        std::copy_n(f->shape.begin(), std::min(f->shape.size(), max_record_dims), r.dims);
+    } else if (const Tensor* t = call.input != nullptr ? call.input : call.output; t != nullptr) {
         r.has_tensor = true;
         r.dtype = t->dtype();
         r.ndim = static_cast<int>(t->dim());

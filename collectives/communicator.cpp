@@ -241,14 +241,15 @@ Work Communicator::Impl::submit(const detail::CallInfo& call,
     return handle;
 }
 
-void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error) {
+void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error,
+                                            bool foreign) {
     ++signature_checks;
     // On a node, through the arena's small-message path (shm_group.hpp): when every process's key is the same, the
     // signatures agree and no process reads another's.
     std::optional<bool> agreed;
     if (detail::ShmGroup* group = shm_for(0); group != nullptr) {
         exchanged.resize(static_cast<std::size_t>(size));
-        agreed = group->exchange_record(&mine, sizeof mine, detail::agreement_key(mine), exchanged.data());
+        agreed = group->exchange_record(&mine, sizeof mine, detail::agreement_key(mine), exchanged.data(), foreign);
         if (agreed == true) return;
     }
     if (!agreed) mpi(detail::allgather_fixed(mine, exchanged, control, size), "MPI_Allgather");

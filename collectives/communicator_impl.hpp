@@ -37,6 +37,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -153,8 +154,10 @@ struct alignas(64) Communicator::Impl {
     }
 
     // Debug mode: every rank's signature of this call, compared by the same rule everywhere (signature.cpp). `error`
-    // is what this process's prepare step threw, if anything.
-    void exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error = nullptr);
+    // is what this process's prepare step threw, if anything; `foreign`: the call is another library's
+    // (ShmGroup::exchange_record's sleep_when_late).
+    void exchange_and_check(const detail::WireSignature& mine, const std::exception_ptr& error = nullptr,
+                            bool foreign = false);
 
     std::uint64_t step = 0;        // Communicator::set_step: compared in debug mode; 0 is unset
     std::vector<int> world_ranks;  // of this communicator's ranks, for reports
@@ -189,6 +192,17 @@ struct alignas(64) Communicator::Impl {
     std::atomic<bool> broken{false};
     mutable std::mutex broken_mutex;
     std::string broken_headline;  // under broken_mutex: the report's first line and the line naming the call
+
+    // Calls another library carries (foreign.cpp): those begun and not yet ended, oldest first, under
+    // foreign_mutex (a carrier's completion may come on any thread). The board shows the oldest.
+    struct ForeignPending {
+        std::uint64_t number = 0;
+        detail::CallRecord record;
+        bool ended = false;
+    };
+    std::mutex foreign_mutex;
+    std::deque<ForeignPending> foreign_pending;
+    void end_foreign(std::uint64_t number) noexcept;
 
     // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
     std::unique_ptr<detail::AsyncQueue> async;

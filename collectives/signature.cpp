@@ -12,10 +12,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <numeric>
+#include <span>
 
 namespace lockstep {
 
-std::uint64_t shape_hash(const Shape& shape, int skip_dim) {
+namespace {
+std::uint64_t dims_hash(std::span<const std::int64_t> shape, int skip_dim) {
     std::uint64_t h = 0xcbf29ce484222325ULL;
     auto mix = [&](std::uint64_t v) {
         for (int i = 0; i < 8; ++i) {
@@ -28,6 +31,11 @@ std::uint64_t shape_hash(const Shape& shape, int skip_dim) {
         mix(static_cast<int>(d) == skip_dim ? ~std::uint64_t{0} : static_cast<std::uint64_t>(shape[d]));
     }
     return h;
+}
+}  // namespace
+
+std::uint64_t shape_hash(const Shape& shape, int skip_dim) {
+    return dims_hash(shape, skip_dim);
 }
 
 std::string Signature::shape_text() const {
@@ -94,7 +102,15 @@ WireSignature encode_signature(const CallInfo& call, std::uint64_t sequence, std
     w.dtype = none;
     w.device_type = none;
     w.reduce_op = call.reduce_op ? static_cast<std::uint8_t>(*call.reduce_op) : none;
-    if (const Tensor* t = call.input; t != nullptr) {
+    if (const ForeignCall* f = call.foreign; f != nullptr) {
+        w.dtype = f->dtype ? static_cast<std::uint8_t>(*f->dtype) : none;
+        w.device_type = static_cast<std::uint8_t>(f->device);
+        w.rank_of_shape = static_cast<std::int32_t>(f->shape.size());
+        w.shape_hash = dims_hash(f->shape, -1);
+        w.trailing_hash = call.varying_dim >= 0 ? dims_hash(f->shape, call.varying_dim) : w.shape_hash;
+        w.numel = std::accumulate(f->shape.begin(), f->shape.end(), std::int64_t{1}, std::multiplies<>());
+        std::copy_n(f->shape.begin(), std::min(f->shape.size(), max_record_dims), w.dims);
+    } else if (const Tensor* t = call.input; t != nullptr) {
         const Shape& shape = t->shape();
         w.dtype = static_cast<std::uint8_t>(t->dtype());
         w.device_type = static_cast<std::uint8_t>(t->device().type());

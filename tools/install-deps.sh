@@ -6,6 +6,10 @@ set -euo pipefail
 packages=(
   build-essential g++ pkg-config meson ninja-build git
   openmpi-bin libopenmpi-dev
+  # MPICH beside Open MPI, for the build against it (meson -Dmpi=mpich, tests/sanitizers/run.sh mpich). Debian ranks
+  # Open MPI's alternatives higher, so mpirun, mpicc and mpi.pc stay Open MPI's; MPICH's are mpiexec.mpich,
+  # mpicc.mpich and mpich.pc.
+  mpich libmpich-dev
   # A real MPI program the checking library runs under in the suite (tests/check/hpcc_test.py).
   hpcc
   libboost-log-dev libboost-test-dev

@@ -26,6 +26,8 @@ TITLE = "# Python API reference"
 CONSTANTS = {
     "lockstep.__version__": 'The C library\'s version, "major.minor.patch".',
     "lockstep.torch.BACKEND": 'The backend\'s name for torch.distributed, "lockstep".',
+    "lockstep.torch.GLOO_BACKEND": 'The checking backend around gloo, "lockstep_gloo" (docs/checking-torch.md).',
+    "lockstep.torch.NCCL_BACKEND": 'The checking backend around NCCL, "lockstep_nccl" (docs/checking-torch.md).',
 }
 
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: installs, builds (the benchmark programs no test runs only once the plain tests are over),
-# runs every meson test (those that may run side by side first, together: tools/test-order.py) while the sanitizer
-# builds compile at low priority (tests/sanitizers/run.sh: ASan+UBSan+LSan in build-asan, TSan in build-tsan), then
-# their tests, and ends with "N passed, N failed, N skipped" over all of them, computed from meson's own results files.
-# Exits non-zero when any test failed or a program did not build.
+# runs every meson test (those that may run side by side first, together: tools/test-order.py) while the other builds
+# compile at low priority (tests/sanitizers/run.sh: ASan+UBSan+LSan in build-asan, TSan in build-tsan, then lockstep
+# against MPICH in build-mpich), then their tests, and ends with "N passed, N failed, N skipped" over all of them,
+# computed from meson's own results files. Exits non-zero when any test failed or a program did not build.
 # Arguments go to the plain build's `meson test`. LOCKSTEP_SANITIZERS chooses the sanitizer builds: all by default
-# (and in CI), 0 for none, or a comma-separated list (asan,tsan).
+# (and in CI), 0 for none, or a comma-separated list (asan,tsan). LOCKSTEP_MPICH=0 leaves the MPICH build out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -28,20 +28,25 @@ case "$sanitizers" in
   0 | no | false | off | none) sanitizers="" ;;
   1 | yes | true | on | all) sanitizers=asan,tsan ;;
 esac
+variants=${sanitizers//,/ }
+case "${LOCKSTEP_MPICH:-1}" in
+  0 | no | false | off) ;;
+  *) variants="$variants mpich" ;;
+esac
 # The sanitizer builds compile at the lowest priority while the plain tests run: those spend most of their time
 # waiting (launchers, timeouts, ssh), and take the processor first whenever they need it.
-# Each build leaves build-logs/NAME.done when it ends; the tests of one sanitizer run while the next one builds.
+# Each build leaves build-logs/NAME.done when it ends; the tests of one build run while the next one builds.
 builder=""
-if [ -n "$sanitizers" ]; then
+if [ -n "${variants// /}" ]; then
   mkdir -p build-logs
   rm -f build-logs/*.done
   (
-    for sanitizer in ${sanitizers//,/ }; do
+    for variant in $variants; do
       started_build=$SECONDS
-      LOCKSTEP_SANITIZER_PHASE=build nice -n 19 bash tests/sanitizers/run.sh "$sanitizer" \
-        >"build-logs/$sanitizer-build.log" 2>&1 || true
-      echo "run-tests: $sanitizer build took $((SECONDS - started_build)) s" >>"build-logs/$sanitizer-build.log"
-      : >"build-logs/$sanitizer.done"
+      LOCKSTEP_SANITIZER_PHASE=build nice -n 19 bash tests/sanitizers/run.sh "$variant" \
+        >"build-logs/$variant-build.log" 2>&1 || true
+      echo "run-tests: $variant build took $((SECONDS - started_build)) s" >>"build-logs/$variant-build.log"
+      : >"build-logs/$variant.done"
     done
   ) &
   builder=$!
@@ -67,16 +72,16 @@ mkdir -p build-logs
 nice -n 19 ninja -C "$builddir" >build-logs/plain-rest.log 2>&1 &
 rest=$!
 
-for sanitizer in ${sanitizers//,/ }; do
+for variant in $variants; do
   phase=$SECONDS
   # The builder always leaves the marker; should it die first, the test phase reports what is missing.
-  while [ ! -f "build-logs/$sanitizer.done" ] && kill -0 "$builder" 2>/dev/null; do sleep 1; done
-  echo "run-tests: waited $((SECONDS - phase)) s for the $sanitizer build"
-  tail -n 5 "build-logs/$sanitizer-build.log" 2>/dev/null || true
+  while [ ! -f "build-logs/$variant.done" ] && kill -0 "$builder" 2>/dev/null; do sleep 1; done
+  echo "run-tests: waited $((SECONDS - phase)) s for the $variant build"
+  tail -n 5 "build-logs/$variant-build.log" 2>/dev/null || true
   phase=$SECONDS
-  LOCKSTEP_SANITIZER_PHASE="test" bash tests/sanitizers/run.sh "$sanitizer" || status=$?
-  echo "run-tests: $sanitizer tests took $((SECONDS - phase)) s"
-  logs+=("$sanitizer=build-$sanitizer/meson-logs/testlog.json")
+  LOCKSTEP_SANITIZER_PHASE="test" bash tests/sanitizers/run.sh "$variant" || status=$?
+  echo "run-tests: $variant tests took $((SECONDS - phase)) s"
+  logs+=("$variant=build-$variant/meson-logs/testlog.json")
 done
 if [ -n "$builder" ]; then wait "$builder" || true; fi
 if ! wait "$rest"; then

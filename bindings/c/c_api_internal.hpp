@@ -202,6 +202,9 @@ void wait_for_stream(void* stream);
 // the process's life too, since the operation reads it after the call returned.
 CallSite nonblocking_call_site(const lockstep_call_options_t* options, const char* entry);
 
+// The DType of a lockstep_dtype_t; a DTypeError for a code no version defines.
+DType dtype_of_code(lockstep_dtype_t code);
+
 // The strings of a call site, kept once for the life of the process.
 const char* intern(std::string_view text);
 

@@ -56,6 +56,36 @@ CommunicatorOptions comm_options(const lockstep_comm_options_t* options, const c
     return co;
 }
 
+// Makes a communicator's errors return while it lives, and gives the communicator its own error handler back after.
+class ErrorsReturned {
+public:
+    explicit ErrorsReturned(MPI_Comm comm) : comm_(comm) {
+        LOCKSTEP_MPI_CHECK(MPI_Comm_get_errhandler(comm_, &handler_));
+        LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    }
+    ~ErrorsReturned() {
+        MPI_Comm_set_errhandler(comm_, handler_);
+        MPI_Errhandler_free(&handler_);
+    }
+    ErrorsReturned(const ErrorsReturned&) = delete;
+    ErrorsReturned& operator=(const ErrorsReturned&) = delete;
+
+private:
+    MPI_Comm comm_;
+    MPI_Errhandler handler_ = MPI_ERRHANDLER_NULL;
+};
+
+// Whether a handle names a live communicator, asked of MPI itself: MPI_Comm_f2c looks an index up in Open MPI (a
+// null pointer for one it does not know), but is a plain cast in MPICH, whose handles are integers, so only MPI can
+// tell a stale or made-up handle. The error of an invalid handle goes to the handler of MPI_COMM_WORLD or of
+// MPI_COMM_SELF (which one is the implementation's choice): both return errors while MPI is asked.
+bool is_live_communicator(MPI_Comm comm) {
+    const ErrorsReturned world(MPI_COMM_WORLD);
+    const ErrorsReturned self(MPI_COMM_SELF);
+    int inter = 0;
+    return MPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS;
+}
+
 lockstep_comm_s* adopt(MPI_Comm comm, const lockstep_comm_options_t* options, const char* entry) {
     require_runtime(entry);
     if (comm == MPI_COMM_NULL) fail(LOCKSTEP_ERROR_INVALID_ARGUMENT, fmt::format("{}: MPI_COMM_NULL", entry));
@@ -412,9 +442,9 @@ lockstep_status_t lockstep_comm_from_fortran(int64_t fortran_handle, const locks
                              std::numeric_limits<MPI_Fint>::max()));
         }
         const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
-        // Open MPI answers an index it does not know with a null pointer, which is not MPI_COMM_NULL; handing either
-        // to MPI would end the job under MPI_ERRORS_ARE_FATAL.
-        if (c == MPI_Comm{} || c == MPI_COMM_NULL) {
+        // Open MPI answers an index it does not know with a null pointer, which is not MPI_COMM_NULL; handing either,
+        // or a handle MPI does not know, to a collective would end the job under MPI_ERRORS_ARE_FATAL.
+        if (c == MPI_Comm{} || c == MPI_COMM_NULL || !is_live_communicator(c)) {
             fail(LOCKSTEP_ERROR_INVALID_ARGUMENT,
                  fmt::format("lockstep_comm_from_fortran: {} is not the Fortran handle of a live communicator; pass "
                              "what MPI_Comm_c2f or mpi4py's Comm.py2f() gave",

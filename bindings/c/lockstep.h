@@ -32,7 +32,7 @@
 
 /* ------------------------------------------------------------------------------------------------ versions */
 #define LOCKSTEP_C_VERSION_MAJOR 1
-#define LOCKSTEP_C_VERSION_MINOR 1
+#define LOCKSTEP_C_VERSION_MINOR 2
 #define LOCKSTEP_C_VERSION_PATCH 0
 #define LOCKSTEP_C_VERSION_ENCODE(major, minor, patch) ((int32_t)((major)*10000 + (minor)*100 + (patch)))
 #define LOCKSTEP_C_VERSION \
@@ -610,6 +610,31 @@ LOCKSTEP_C_API lockstep_status_t lockstep_request_result(lockstep_request_t requ
 /* Releases the handle (NULL: a no-op), never waiting. A freed handle used again, or freed again, is
  * LOCKSTEP_ERROR_INVALID_ARGUMENT. */
 LOCKSTEP_C_API lockstep_status_t lockstep_request_free(lockstep_request_t request);
+
+/* ------------------------------------------------------------------------------------------------ foreign calls */
+/* Collectives that another library carries for comm's processes (gloo or NCCL under a torch process group): lockstep
+ * moves no data, but checks and watches them as it does its own.
+ * lockstep_foreign_begin, on every rank before it issues the call: numbers the call (*call) and puts it on the
+ * watchdog's board; in debug mode exchanges its signature (collective, dtype, shape, device, root, reduce op, and the
+ * call site and tag of `options`) and compares it as for lockstep's own collectives: a mismatch fails on every rank
+ * with LOCKSTEP_ERROR_SIGNATURE_MISMATCH and the same text, and the call is then off the board (do not issue it).
+ * dtype -1: none (a barrier, or a type lockstep does not know); shape: ndim dimensions (NULL when ndim is 0);
+ * varying_dim: a dimension allowed to differ between ranks (an uneven alltoall: 0), else -1; root -1 and reduce_op
+ * -1 where the call has none. options' cuda_stream is not read.
+ * lockstep_foreign_end, from any thread, once the carrier reports the call complete. Any number of calls may be
+ * outstanding and end in any order; the board shows the oldest not yet ended, so that a call that outlives comm's
+ * timeout is reported as lockstep's own are (which ranks never arrived, each rank's call site) and the job ends.
+ * A communicator that carries foreign calls should carry no collectives of lockstep's own; its on_timeout is not
+ * applied to them. Ending a call twice, or a number never begun, does nothing. */
+LOCKSTEP_C_API lockstep_status_t lockstep_foreign_begin(lockstep_comm_t comm, lockstep_collective_t collective,
+                                                        lockstep_dtype_t dtype, const int64_t* shape, int32_t ndim,
+                                                        lockstep_device_type_t device, int32_t varying_dim,
+                                                        int32_t root, lockstep_reduce_op_t reduce_op,
+                                                        const lockstep_call_options_t* options, uint64_t* call);
+LOCKSTEP_C_API lockstep_status_t lockstep_foreign_end(lockstep_comm_t comm, uint64_t call);
+/* Names the library that carries comm's foreign calls ("gloo"): the watchdog's reports say "... in calls carried by
+ * gloo". */
+LOCKSTEP_C_API lockstep_status_t lockstep_comm_set_carrier(lockstep_comm_t comm, const char* name);
 
 /* ------------------------------------------------------------------------------------------------ agreements */
 /* Sets this process's trigger (no communication). */

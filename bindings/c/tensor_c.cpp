@@ -36,10 +36,6 @@ lockstep_tensor_s* new_tensor_handle(lockstep::Tensor t) {
     return h.release();
 }
 
-}  // namespace lockstep::c_api
-
-namespace {
-
 DType dtype_of_code(lockstep_dtype_t code) {
     switch (code) {
         case LOCKSTEP_FLOAT32:
@@ -77,6 +73,10 @@ DType dtype_of_code(lockstep_dtype_t code) {
                 fmt::format("unknown lockstep_dtype_t {}; use one of LOCKSTEP_FLOAT32 ... LOCKSTEP_COMPLEX128", code));
     }
 }
+
+}  // namespace lockstep::c_api
+
+namespace {
 
 lockstep_dtype_t code_of_dtype(DType d) {
     switch (d) {

@@ -25,6 +25,7 @@
 #include "collective_call.hpp"
 #include "communicator.hpp"
 #include "errors.hpp"
+#include "foreign.hpp"
 #include "logging.hpp"
 #include "request.hpp"
 #include "runtime.hpp"
@@ -42,6 +43,7 @@ PYBIND11_MODULE(_lockstep, m) {
     lockstep_python::bind_tensor(m);
     lockstep_python::bind_request(m);
     lockstep_python::bind_communicator(m);
+    lockstep_python::bind_foreign(m);
     lockstep_python::bind_agreements(m);
     lockstep_python::bind_logging(m);
 }

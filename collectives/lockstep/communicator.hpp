@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace lockstep {
 
@@ -43,6 +44,18 @@ struct CommunicatorOptions {
     // Raise runs every collective of the communicator on its progress thread, so it needs one: a ConfigError where
     // there is none (MPI below MPI_THREAD_MULTIPLE, or progress_thread off). Sends and receives always end the job.
     std::optional<OnTimeout> on_timeout;
+};
+
+// A collective that another library carries for a communicator's processes (gloo or NCCL under a torch process group):
+// what lockstep checks and watches of it without moving its data (Communicator::begin_foreign).
+struct ForeignCall {
+    OpKind op = OpKind::Barrier;
+    std::optional<DType> dtype;           // none: a barrier, or a dtype lockstep does not know
+    std::span<const std::int64_t> shape;  // the tensor every process compares (read during begin_foreign only)
+    DeviceType device = DeviceType::CPU;
+    int root = -1;  // the root of a rooted collective, else -1
+    std::optional<ReduceOp> reduce_op;
+    int varying_dim = -1;  // a dimension allowed to differ between processes (uneven alltoall: 0), else -1
 };
 
 struct CommunicatorStats {
@@ -182,6 +195,21 @@ public:
     // wait throws what reject_call would have.
     [[nodiscard]] Work ireject_call(OpKind op, const Tensor* input, int root, std::optional<ReduceOp> reduce_op,
                                     std::exception_ptr error, CallSite site = {});
+    // Collectives another library carries (ForeignCall): lockstep checks and watches them as its own, moving no data.
+    // begin_foreign, before the carrier issues the call on every process: the call is numbered and put on the
+    // watchdog's board; in debug mode its signature (op, dtype, shape, root, reduce op, the call site and tag of
+    // `site`) is exchanged and compared as for lockstep's own collectives, and a mismatch throws the same
+    // SignatureMismatchError on every process (the call is then off the board: do not issue it). end_foreign(number),
+    // from any thread, once the carrier reports the call complete. Any number may be outstanding; the board shows the
+    // oldest not yet ended, so a call that outlives timeout() is reported as lockstep's own are (which processes never
+    // arrived, each one's call site) and the job ends. A communicator that carries foreign calls should carry no
+    // collectives of lockstep's own (both would write one board), and on_timeout raise does not apply to them.
+    [[nodiscard]] std::uint64_t begin_foreign(const ForeignCall& call, CallSite site = {});
+    void end_foreign(std::uint64_t number) noexcept;
+    // Names the library that carries this communicator's foreign calls ("gloo"): the watchdog's reports then say
+    // "`lockstep::allreduce` #3 float32[4] in calls carried by gloo".
+    void set_carrier(std::string_view name);
+
     // Non-blocking collectives issued on this communicator and not yet completed.
     [[nodiscard]] std::size_t outstanding() const noexcept;
     // Whether this communicator's non-blocking collectives run on a progress thread (else inside wait/test).

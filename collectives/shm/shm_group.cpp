@@ -323,7 +323,7 @@ void ShmGroup::wait_round(int member, std::uint32_t target) const noexcept {
             }
         } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(10));
     }
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < (sleep_when_late_ ? 0 : 100); ++i) {
         if (done()) return;
         ::sched_yield();
     }
@@ -804,8 +804,14 @@ bool ShmGroup::barrier_call() {
     return true;
 }
 
-std::optional<bool> ShmGroup::exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all) {
+std::optional<bool> ShmGroup::exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all,
+                                              bool sleep_when_late) {
     if (!small(0) || bytes > shm_slot_bytes) return std::nullopt;
+    sleep_when_late_ = sleep_when_late;
+    struct Reset {
+        bool& flag;
+        ~Reset() { flag = false; }
+    } reset{sleep_when_late_};
     ShmRecord r;
     r.bytes = static_cast<std::uint32_t>(bytes);
     r.eligible = 1;

@@ -139,8 +139,12 @@ public:
     // Debug mode's signature exchange on a node. Every process publishes `bytes` of `mine` and its `key` (a digest of
     // what must agree; 0: something is wrong here): true when every key is the same and not 0; false when they
     // differ, with every process's record in rank order in `all` (members x bytes); nullopt when the exchange cannot
-    // go this way (spanning nodes, the path off: the caller uses MPI).
-    std::optional<bool> exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all);
+    // go this way (spanning nodes, the path off: the caller uses MPI). With sleep_when_late, a wait for a late peer
+    // that outlasts the brief spin sleeps at once instead of yielding first (a call another library carries: its
+    // peers come from the carrier's own blocking wait, and on a busy machine every yield puts this process behind all
+    // the others runnable, while the sleep is woken the moment the peer publishes).
+    std::optional<bool> exchange_record(const void* mine, std::size_t bytes, std::uint64_t key, void* all,
+                                        bool sleep_when_late = false);
 
     bool enabled = true;
     // The communicator has a watchdog timeout: processes that meet different calls on the small-message path wait for
@@ -190,7 +194,8 @@ private:
     ShmLine* mine_ = nullptr;
     int index_ = 0;  // in the node's group
     int members_ = 1;
-    bool spin_ = true;  // a core for each process of the node: spin briefly before yielding
+    bool spin_ = true;              // a core for each process of the node: spin briefly before yielding
+    bool sleep_when_late_ = false;  // exchange_record's sleep_when_late, for the duration of the call
     std::size_t threshold_ = 0;
     std::size_t small_max_ = 0;  // the smallest shm_small_max of the group's processes
     std::uint32_t count_ = 0;

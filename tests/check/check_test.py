@@ -12,6 +12,7 @@ Usage: check_test.py MPIRUN LIBRARY NP MODE PROGRAM [ARGS...]
                 (every TEXT in it) and the error string it got, and the job exits 0.
 Every run is ended after 60 s (a hang fails the test).
 """
+import json
 import os
 import re
 import signal
@@ -20,6 +21,14 @@ import sys
 
 LIMIT_SECONDS = 60
 TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
+
+
+def tag_output(lockstep):
+    """The launcher option `lockstep launch` needs for Open MPI's output tags ([1,RANK]<stdout>:): Open MPI's own, or
+    its equivalent for MPICH's Hydra, which a build against MPICH launches with."""
+    plan = subprocess.run([lockstep, "launch", "--dry-run", "--json", "true"], capture_output=True, text=True)
+    launcher = json.loads(plan.stdout)["launcher"] if plan.returncode == 0 else "openmpi"
+    return "-prepend-pattern '[1,%r]<stdout>:'" if launcher == "hydra" else "--tag-output"
 
 
 def run(mpirun, library, np, debug, program, args):
@@ -47,7 +56,7 @@ def run(mpirun, library, np, debug, program, args):
             str(np),
             "--oversubscribe",
             "--mpirun-args",
-            "--tag-output",
+            tag_output(mpirun),
             "--",
             program,
             *args,

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds lockstep with one sanitizer in its own build directory and runs the tests that sanitizer can judge:
+# Builds lockstep with one sanitizer (or against MPICH) in its own build directory and runs the tests it can judge:
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer, in build-asan: the unit and mpi suites, and
 #         the fuzz suite (every harness replays its corpus and its regression inputs).
 #   tsan  ThreadSanitizer, in build-tsan: the tests where lockstep's own threads run (watchdog, logging, the
 #         threaded unit tests) and the collectives they watch.
-# Usage: tests/sanitizers/run.sh asan|tsan [meson test arguments...]
+#   mpich lockstep built against MPICH instead of Open MPI (Debian installs both), in build-mpich, with no sanitizer:
+#         the tests that tell whether lockstep works on another MPI, run under MPICH's Hydra launcher.
+# Usage: tests/sanitizers/run.sh asan|tsan|mpich [meson test arguments...]
 # Leaves meson's results in <builddir>/meson-logs/testlog.json for tools/test-summary.py; exits non-zero when a test
 # failed. Every sanitizer report fails its test: UB is not recoverable (-fno-sanitize-recover), ASan, LSan and TSan
 # halt on the first report, and a report that a test script swallowed still fails it (tools/test-summary.py looks
@@ -12,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-flavour=${1:?usage: tests/sanitizers/run.sh asan|tsan [meson test arguments...]}
+flavour=${1:?usage: tests/sanitizers/run.sh asan|tsan|mpich [meson test arguments...]}
 shift
 supp="$root/tests/sanitizers"
 
@@ -89,8 +91,30 @@ check_initialization_order=1:strict_init_order=1:print_suppressions=0"
     export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp:\
 print_suppressions=0"
     ;;
+  mpich)
+    builddir=build-mpich
+    # Unoptimised, for the compile time: these tests judge MPI portability, not speed. No CUDA, benchmarks or
+    # examples, as above; the Python package is left out of a build against MPICH (Debian's mpi4py and torch use Open
+    # MPI).
+    options=(-Dmpi=mpich -Doptimization=0 -Ddebug=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false)
+    suites=()
+    exclude=()
+    # The C interface's tests, the collectives and debug mode on 2 and 3 ranks, the requests of non-blocking calls,
+    # checks every rank makes alone, a hang that the watchdog must diagnose and end (debug mode on and off),
+    # `lockstep launch` with Hydra found by itself and named (lockstep_hydra_*), and the checking library preloaded
+    # into MPICH programs: a correct one clean with debug mode on and off, planted bugs reported (and returned as
+    # errors), `lockstep launch --check`, MPICH's datatypes in type signatures. Tests that read Open MPI's own
+    # variables (OMPI_COMM_WORLD_*) or options, or run programs built against Open MPI (mpi4py, hpcc), stay with the
+    # plain build.
+    include=('c_api_*' collectives_np2 collectives_np3 debug_mode_np2 debug_mode_np3 nonblocking_np2 local_checks_np2
+      hang_diagnosed_np2_debug1 hang_diagnosed_np3_debug0 launch_unit lockstep_launch_np2 lockstep_exit_codes_np2
+      'lockstep_hydra_*' check_correct_debug_np3 check_correct_off_np2 check_planted_type_np2 check_planted_count_np3
+      check_planted_alltoallv_np3 check_planted_request_np3 check_planted_errors_return_np3
+      check_launch_planted_type_np2 check_type_signature)
+    fewer_ranks=0
+    ;;
   *)
-    echo "tests/sanitizers/run.sh: unknown sanitizer '$flavour' (asan or tsan)" >&2
+    echo "tests/sanitizers/run.sh: unknown flavour '$flavour' (asan, tsan or mpich)" >&2
     exit 2
     ;;
 esac
@@ -191,9 +215,11 @@ else
 fi
 
 rm -f "$builddir/meson-logs/testlog.json"
-# Instrumented programs start and run several times slower: timeouts are doubled (ASan) or tripled (TSan).
+# Instrumented programs start and run several times slower: timeouts are doubled (ASan) or tripled (TSan); the
+# MPICH build is not instrumented.
 multiplier=2
 if [ "$flavour" = tsan ]; then multiplier=3; fi
+if [ "$flavour" = mpich ]; then multiplier=1; fi
 status=0
 meson test -C "$builddir" --no-rebuild --print-errorlogs --timeout-multiplier "$multiplier" "$@" "${tests[@]}" ||
   status=$?

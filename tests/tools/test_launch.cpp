@@ -95,6 +95,15 @@ BOOST_AUTO_TEST_CASE(flags_become_forwarded_variables) {
     BOOST_TEST(plan.command == expected, boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(default_launcher_programs) {
+    BOOST_TEST(ln::default_launcher_program(ml::Launcher::Srun) == "srun");
+    BOOST_TEST(ln::default_launcher_program(ml::Launcher::OpenMpi) == "mpirun");
+    // Built against MPICH: its Hydra launcher (mpiexec.mpich) for hydra; against Open MPI, mpirun for both.
+    const std::string built(ln::built_mpi_launcher());
+    BOOST_TEST(ln::default_launcher_program(ml::Launcher::Hydra) == (built == "mpirun" ? "mpirun" : built));
+    BOOST_TEST(!built.empty());
+}
+
 // --check: the ranks preload the checking library after what the caller preloads; the launcher itself does not.
 BOOST_AUTO_TEST_CASE(check_preloads_the_library_on_the_ranks_only) {
     auto r = request();
@@ -125,9 +134,11 @@ BOOST_AUTO_TEST_CASE(root_and_flavours) {
     const auto root = ln::plan_launch(r, ml::Launcher::OpenMpi, base_env, true);
     BOOST_TEST(root.command.at(1) == "--allow-run-as-root");
     const auto hydra = ln::plan_launch(r, ml::Launcher::Hydra, base_env, true);
-    const std::vector<std::string> hydra_head{
-        "mpirun", "-n", "2", "-f", "hosts", "-ppn", "4", "-genv", "LOCKSTEP_CONFIG_FILE", ""};
-    BOOST_TEST(std::vector<std::string>(hydra.command.begin(), hydra.command.begin() + 10) == hydra_head,
+    // Hydra's program is the built-against MPI's launcher when that is Hydra (MPICH's mpiexec.mpich), else mpirun.
+    BOOST_TEST(hydra.command.at(0) == ln::default_launcher_program(ml::Launcher::Hydra));
+    const std::vector<std::string> hydra_args{"-n", "2", "-f", "hosts", "-ppn", "4", "-genv", "LOCKSTEP_CONFIG_FILE",
+                                              ""};
+    BOOST_TEST(std::vector<std::string>(hydra.command.begin() + 1, hydra.command.begin() + 10) == hydra_args,
                boost::test_tools::per_element());
     const auto srun = ln::plan_launch(r, ml::Launcher::Srun, base_env, true);
     BOOST_TEST(srun.command.at(0) == "srun");

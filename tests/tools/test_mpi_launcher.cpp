@@ -426,6 +426,20 @@ BOOST_AUTO_TEST_CASE(recognises_the_launchers_texts) {
     BOOST_TEST((recognise_launch_failure(std::string(1 << 20, 'x')) == LaunchFailure::None));
 }
 
+BOOST_AUTO_TEST_CASE(hydra_names_the_signal_that_ended_a_rank) {
+    const std::string banner =
+        "=   EXIT CODE: 9\n====\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+        "This typically refers to a problem with your application.\n";
+    BOOST_TEST(hydra_exit_status(9, banner) == 128 + 9);
+    BOOST_TEST(hydra_exit_status(15, "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Terminated (signal 15)") ==
+               128 + 15);
+    // A rank that exited 9 itself, a status the line does not name, a line cut short: the status as it is.
+    BOOST_TEST(hydra_exit_status(9, "rank 1 exited\n") == 9);
+    BOOST_TEST(hydra_exit_status(3, banner) == 3);
+    BOOST_TEST(hydra_exit_status(9, "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9") == 9);
+    BOOST_TEST(hydra_exit_status(9, "TERMINATED WITH THE EXIT STRING: x\n(signal 9)") == 9);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(child_process)
@@ -477,6 +491,11 @@ BOOST_AUTO_TEST_CASE(foreground_child_status) {
     const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"ONLY", "this"}};
     BOOST_TEST(run_in_foreground({"sh", "-c", "exit 7"}, env) == 7);
     BOOST_TEST(run_in_foreground({"sh", "-c", "kill -TERM $$"}, env) == 128 + SIGTERM);
+    // SIGTERM sent to this process is passed on; a child that then exits 0 was stopped, not finished: 128 + SIGTERM.
+    // One that exits non-zero keeps its own status.
+    const std::string stop_parent = "kill -TERM $PPID; while :; do sleep 0.1; done";
+    BOOST_TEST(run_in_foreground({"sh", "-c", "trap 'exit 0' TERM; " + stop_parent}, env) == 128 + SIGTERM);
+    BOOST_TEST(run_in_foreground({"sh", "-c", "trap 'exit 3' TERM; " + stop_parent}, env) == 3);
     // Exactly the environment given, nothing inherited.
     ::setenv("LAUNCHER_TEST_INHERITED", "1", 1);
     BOOST_TEST(run_in_foreground({"sh", "-c", "test \"$ONLY\" = this && test -z \"$LAUNCHER_TEST_INHERITED\""}, env) ==
@@ -491,20 +510,21 @@ BOOST_AUTO_TEST_CASE(foreground_child_status) {
     }
 }
 
-// A scope in which this process's stderr goes to a file (the watched child's stderr is copied there).
-class StderrToFile {
+// A scope in which one of this process's streams (stderr unless told) goes to a file (the watched child's is copied
+// there).
+class StreamToFile {
 public:
-    StderrToFile() : file_(std::tmpfile()) {
-        std::fflush(stderr);
-        saved_ = ::dup(STDERR_FILENO);
-        ::dup2(::fileno(file_), STDERR_FILENO);
+    explicit StreamToFile(int fd = STDERR_FILENO) : fd_(fd), file_(std::tmpfile()) {
+        std::fflush(nullptr);
+        saved_ = ::dup(fd_);
+        ::dup2(::fileno(file_), fd_);
     }
-    ~StderrToFile() {
+    ~StreamToFile() {
         restore();
         std::fclose(file_);
     }
-    StderrToFile(const StderrToFile&) = delete;
-    StderrToFile& operator=(const StderrToFile&) = delete;
+    StreamToFile(const StreamToFile&) = delete;
+    StreamToFile& operator=(const StreamToFile&) = delete;
     std::string text() {
         restore();
         std::string out;
@@ -516,17 +536,18 @@ public:
 private:
     void restore() {
         if (saved_ < 0) return;
-        ::dup2(saved_, STDERR_FILENO);
+        ::dup2(saved_, fd_);
         ::close(saved_);
         saved_ = -1;
     }
+    int fd_;
     std::FILE* file_;
     int saved_ = -1;
 };
 
 BOOST_AUTO_TEST_CASE(foreground_stderr_is_passed_on_and_kept) {
     const std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}};
-    StderrToFile captured;
+    StreamToFile captured;
     const auto r = run_in_foreground_watching_stderr({"sh", "-c", "echo to-out; echo to-err >&2; exit 5"}, env);
     const std::string passed_on = captured.text();
     BOOST_TEST(r.status == 5);
@@ -534,7 +555,7 @@ BOOST_AUTO_TEST_CASE(foreground_stderr_is_passed_on_and_kept) {
     BOOST_TEST(r.stderr_tail.empty());
     BOOST_TEST(passed_on == "to-err\n");
     // Past the head's limit, the start and the end are kept; everything is passed on.
-    StderrToFile large;
+    StreamToFile large;
     const auto big = run_in_foreground_watching_stderr(
         {"sh", "-c", "echo first >&2; head -c 600000 /dev/zero | tr '\\0' x >&2; echo last >&2; kill -TERM $$"}, env);
     const std::string all = large.text();
@@ -545,6 +566,15 @@ BOOST_AUTO_TEST_CASE(foreground_stderr_is_passed_on_and_kept) {
     BOOST_TEST(big.stderr_tail.ends_with("xlast\n"));
     BOOST_TEST(all.size() == 600000u + 11u);
     BOOST_CHECK_THROW((void)run_in_foreground_watching_stderr({"lockstep-no-such-program"}, env), SpawnError);
+    BOOST_TEST(r.stdout_end.empty());
+    // watch_stdout: stdout is passed on too, and its end kept.
+    StreamToFile out(STDOUT_FILENO);
+    const auto watched =
+        run_in_foreground_watching_stderr({"sh", "-c", "echo to-out; echo to-err >&2; exit 5"}, env, true);
+    BOOST_TEST(out.text() == "to-out\n");
+    BOOST_TEST(watched.status == 5);
+    BOOST_TEST(watched.stdout_end == "to-out\n");
+    BOOST_TEST(watched.stderr_head == "to-err\n");
 }
 
 BOOST_AUTO_TEST_CASE(path_search) {

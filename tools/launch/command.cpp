@@ -60,7 +60,7 @@ Detection detect_launcher(const CommandLine& cl, const ln::Environment& env) {
     if (const auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) {
         return {ml::Launcher::Srun, fmt::format("inside Slurm allocation {} (SLURM_JOB_ID)", job->second)};
     }
-    const std::string mpirun = cl.launcher_path.value_or("mpirun");
+    const std::string mpirun = cl.launcher_path.value_or(std::string(ln::built_mpi_launcher()));
     if (ml::find_program(mpirun).empty()) {
         throw ln::LaunchError(
             fmt::format("'{}' was not found{}; install OpenMPI or MPICH, put its bin directory on "
@@ -93,11 +93,12 @@ std::optional<std::string> query_output(std::vector<std::string> argv,
     return result.out;
 }
 
-// srun's PMI plugin for the MPI on PATH: `mpirun --version` says which MPI it is, Open MPI's ompi_info (next to that
-// mpirun, else on PATH) what it was built for, and `srun --mpi=list` what this Slurm has.
+// srun's PMI plugin for the MPI on PATH: `mpirun --version` (the launcher of the MPI lockstep is built against) says
+// which MPI it is, Open MPI's ompi_info (next to that mpirun, else on PATH) what it was built for, and `srun
+// --mpi=list` what this Slurm has.
 ml::PmiChoice choose_pmi(const std::string& srun) {
     ml::MpiInstall mpi;
-    const std::string mpirun = ml::find_program("mpirun");
+    const std::string mpirun = ml::find_program(std::string(ln::built_mpi_launcher()));
     if (!mpirun.empty()) mpi = ml::parse_mpi_version(ml::version_output(mpirun, query_timeout));
     std::optional<ml::OpenMpiPmi> open_mpi;
     if (mpi.flavour == ml::MpiFlavour::OpenMpi || mpi.flavour == ml::MpiFlavour::None) {
@@ -348,8 +349,12 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
             return missing->first;
         }
         std::cout.flush();
-        const ml::ForegroundResult result = ml::run_in_foreground_watching_stderr(plan.command, plan.environment);
+        // Hydra names the signal that ended a rank on its stdout.
+        const bool hydra = plan.launcher == ml::Launcher::Hydra;
+        const ml::ForegroundResult result =
+            ml::run_in_foreground_watching_stderr(plan.command, plan.environment, hydra);
         if (result.status != 0) print_failure_hint(plan, result, program.front());
+        if (hydra && result.status != 0) return ml::hydra_exit_status(result.status, result.stdout_end);
         if (result.status == 0 && ended_by_watchdog(result)) {
             fmt::print(stderr,
                        "lockstep launch: lockstep's watchdog ended the job (exit code 124), though {} exited 0 (its "
@@ -451,7 +456,8 @@ Subcommand add_launch_command(CLI::App& parent) {
     app->add_option("--mpirun-args", cl->mpirun_args,
                     "More arguments for mpirun/srun, split like a shell would (quotes kept, nothing expanded)");
     app->add_option("--launcher", cl->launcher,
-                    "Launcher flavour; auto: srun inside Slurm, else what mpirun says it is")
+                    "Launcher flavour; auto: srun inside Slurm, else what mpirun (mpiexec.mpich in a build against "
+                    "MPICH) says it is")
         ->check(CLI::IsMember({"auto", "openmpi", "hydra", "srun"}))
         ->capture_default_str();
     app->add_option("--mpirun", cl->launcher_path, "The mpirun or srun program to run (default: found on PATH)")

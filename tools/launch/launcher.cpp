@@ -203,6 +203,16 @@ std::optional<std::pair<std::string, std::string>> user_pmi_choice(const std::ve
     return std::nullopt;
 }
 
+std::string_view built_mpi_launcher() noexcept {
+    return LOCKSTEP_MPI_LAUNCHER;
+}
+
+std::string default_launcher_program(mpi_launcher::Launcher launcher) {
+    if (launcher == mpi_launcher::Launcher::Srun) return "srun";
+    if (mpi_launcher::to_string(launcher) == LOCKSTEP_MPI_LAUNCHER_KIND) return std::string(built_mpi_launcher());
+    return "mpirun";
+}
+
 Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const Environment& environment,
                  bool as_root) {
     if (request.program.empty())
@@ -306,9 +316,7 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
     }
     if (request.rank_env_program) plan_rendezvous(request, launcher, plan);
 
-    // The Open MPI and Hydra launchers are found on PATH as "mpirun"; Slurm's as "srun".
-    mpi_launcher::LauncherCommand command(
-        launcher, request.launcher_path.value_or(launcher == mpi_launcher::Launcher::Srun ? "srun" : "mpirun"));
+    mpi_launcher::LauncherCommand command(launcher, request.launcher_path.value_or(default_launcher_program(launcher)));
     if (as_root) command.allow_run_as_root();
     command.processes(static_cast<std::size_t>(plan.num_processes));
     if (plan.num_nodes) command.nodes(static_cast<std::size_t>(*plan.num_nodes));

@@ -107,6 +107,14 @@ struct Plan {
 [[nodiscard]] std::optional<std::pair<std::string, std::string>> user_pmi_choice(
     const std::vector<std::string>& launcher_arguments, const Environment& environment);
 
+// The launcher of the MPI this program was built against, by the name the build found it under: Open MPI's "mpirun",
+// MPICH's Hydra "mpiexec.mpich" (Debian's name beside Open MPI; "mpiexec.hydra" or "mpiexec" elsewhere). `launch`
+// asks it what it is when no launcher is named.
+[[nodiscard]] std::string_view built_mpi_launcher() noexcept;
+// The program a plan runs when none is named (--mpirun): "srun" for srun, the built-against MPI's launcher for a
+// launcher of its kind (hydra for MPICH), else "mpirun".
+[[nodiscard]] std::string default_launcher_program(mpi_launcher::Launcher launcher);
+
 // The caller's environment as a map.
 [[nodiscard]] Environment current_environment();
 

@@ -444,14 +444,16 @@ CommandResult run_command(const Command& command, std::optional<Clock::time_poin
 
 namespace {
 
-// Copies the child's stderr pipe to this process's stderr from a thread of its own, keeping the start and the end.
+// Copies a pipe of the child's (its stderr, or its stdout) to the same stream of this process from a thread of its own,
+// keeping the start and the end.
 // The thread is started while the forwarded signals are blocked, so that it inherits the mask and never takes them.
-class StderrCopy {
+class StreamCopy {
 public:
-    explicit StderrCopy(base::FileDescriptor fd) : fd_(std::move(fd)), thread_([this] { copy(); }) {}
-    ~StderrCopy() { stop(std::chrono::milliseconds(0)); }
-    StderrCopy(const StderrCopy&) = delete;
-    StderrCopy& operator=(const StderrCopy&) = delete;
+    StreamCopy(base::FileDescriptor fd, int destination)
+        : fd_(std::move(fd)), destination_(destination), thread_([this] { copy(); }) {}
+    ~StreamCopy() { stop(std::chrono::milliseconds(0)); }
+    StreamCopy(const StreamCopy&) = delete;
+    StreamCopy& operator=(const StreamCopy&) = delete;
 
     // Waits up to `grace` for end-of-file (a daemon the child left behind may hold the pipe open), then stops.
     void stop(std::chrono::milliseconds grace) {
@@ -484,9 +486,9 @@ private:
             if (n <= 0) return;
             const auto size = static_cast<std::size_t>(n);
             for (std::size_t written = 0; written < size;) {
-                const ssize_t w = ::write(STDERR_FILENO, buffer.data() + written, size - written);
+                const ssize_t w = ::write(destination_, buffer.data() + written, size - written);
                 if (w < 0 && errno == EINTR) continue;
-                if (w <= 0) break;  // our own stderr is gone: keep reading so that the child is never blocked
+                if (w <= 0) break;  // our own stream is gone: keep reading so that the child is never blocked
                 written += static_cast<std::size_t>(w);
             }
             keep(std::string_view(buffer.data(), size));
@@ -504,6 +506,7 @@ private:
     }
 
     base::FileDescriptor fd_;
+    int destination_;
     std::string head_;
     std::string tail_;
     Clock::time_point deadline_{};
@@ -513,10 +516,14 @@ private:
 
 // Waits for the foreground child, passing signals on.
 int wait_in_foreground(pid_t child, const BlockedSignals& blocked, const std::string& name) {
+    int stopped_by = 0;  // the last of SIGINT, SIGTERM, SIGHUP that came while the child ran
     for (;;) {
         int wait_status = 0;
         const pid_t done = ::waitpid(child, &wait_status, WNOHANG);
-        if (done == child) return shell_status(wait_status);
+        // A launcher that exits 0 once told to stop (MPICH's Hydra may, after passing SIGTERM on to the ranks) ended a
+        // job that did not finish: the status says which signal stopped it.
+        if (done == child)
+            return stopped_by != 0 && shell_status(wait_status) == 0 ? 128 + stopped_by : shell_status(wait_status);
         if (done < 0 && errno != EINTR) {
             throw SpawnError(fmt::format("waiting for '{}' failed: {}", name, std::strerror(errno)));
         }
@@ -524,6 +531,7 @@ int wait_in_foreground(pid_t child, const BlockedSignals& blocked, const std::st
         const timespec tick{1, 0};  // SIGCHLD normally wakes us; the tick only guards against a lost one
         const int sig = ::sigtimedwait(&blocked.set(), &info, &tick);
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            stopped_by = sig;
             // From the terminal (SI_KERNEL) the child's process group got the signal too; a second copy would make
             // mpirun abort at once instead of shutting the ranks down in order.
             if (info.si_code != SI_KERNEL) ::kill(child, sig);
@@ -558,26 +566,46 @@ int run_in_foreground(const std::vector<std::string>& argv, const std::map<std::
 }
 
 ForegroundResult run_in_foreground_watching_stderr(const std::vector<std::string>& argv,
-                                                   const std::map<std::string, std::string>& environment) {
+                                                   const std::map<std::string, std::string>& environment,
+                                                   bool watch_stdout) {
     if (argv.empty()) throw SpawnError("cannot start an empty command");
     const IgnoreSigpipe sigpipe;
     const BlockedSignals blocked;
     const SpawnAttributes attributes(ProcessGroup::Inherit);
     CStrings envp = environment_strings(environment);
     base::Pipe err = base::make_pipe();
+    std::optional<base::Pipe> out;
     FileActions actions;
     ::posix_spawn_file_actions_adddup2(actions.get(), err.write.get(), STDERR_FILENO);
+    if (watch_stdout) {
+        out = base::make_pipe();
+        ::posix_spawn_file_actions_adddup2(actions.get(), out->write.get(), STDOUT_FILENO);
+    }
     pid_t child = 0;
     if (const int rc = spawn(child, argv, envp.get(), &actions, attributes); rc != 0) {
         throw start_error(argv.front(), rc);
     }
     err.write.reset();
-    StderrCopy copy(std::move(err.read));
+    StreamCopy copy(std::move(err.read), STDERR_FILENO);
+    std::optional<StreamCopy> out_copy;
+    if (out) {
+        out->write.reset();
+        out_copy.emplace(std::move(out->read), STDOUT_FILENO);
+    }
     ForegroundResult result;
     result.status = wait_in_foreground(child, blocked, argv.front());
     copy.stop(std::chrono::seconds(2));
     result.stderr_head = copy.take_head();
     result.stderr_tail = copy.take_tail();
+    if (out_copy) {
+        out_copy->stop(std::chrono::seconds(2));
+        std::string head = out_copy->take_head();
+        std::string tail = out_copy->take_tail();
+        result.stdout_end = tail.empty() ? std::move(head) : std::move(tail);
+        if (result.stdout_end.size() > stderr_tail_limit) {
+            result.stdout_end.erase(0, result.stdout_end.size() - stderr_tail_limit);
+        }
+    }
     return result;
 }
 

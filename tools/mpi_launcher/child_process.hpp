@@ -93,7 +93,8 @@ struct FanoutOptions {
 // Runs argv with exactly `environment` and waits for it, in this process's group. SIGINT, SIGTERM and SIGHUP sent to
 // this process with kill() are passed on to the child; the same signals typed at the terminal already reach the child
 // through its process group and are not sent twice. Returns the exit status a shell would report: the child's exit
-// code, or 128 + N when signal N ended it. Throws SpawnError when the program cannot be started.
+// code, or 128 + N when signal N ended it, or ended it with exit code 0 (a launcher told to stop the job). Throws
+// SpawnError when the program cannot be started.
 [[nodiscard]] int run_in_foreground(const std::vector<std::string>& argv,
                                     const std::map<std::string, std::string>& environment);
 
@@ -103,14 +104,18 @@ struct ForegroundResult {
     // The child's stderr: its first stderr_head_limit bytes and, when it wrote more, its last stderr_tail_limit.
     std::string stderr_head;
     std::string stderr_tail;
+    // With watch_stdout: the last stderr_tail_limit bytes of the child's stdout (Hydra writes its reports there).
+    std::string stdout_end;
 };
 inline constexpr std::size_t stderr_head_limit = 256 * 1024;
 inline constexpr std::size_t stderr_tail_limit = 64 * 1024;
 
 // run_in_foreground with the child's stderr passed through a pipe: every byte reaches this process's stderr as it
 // arrives, and the start and the end are kept, so that a failure can be recognised afterwards (launch_failure.hpp).
+// With watch_stdout, its stdout passes through a pipe of its own the same way, and its end is kept.
 [[nodiscard]] ForegroundResult run_in_foreground_watching_stderr(const std::vector<std::string>& argv,
-                                                                 const std::map<std::string, std::string>& environment);
+                                                                 const std::map<std::string, std::string>& environment,
+                                                                 bool watch_stdout = false);
 
 // The full path of a program found on PATH (or the name itself when it holds a '/' and is executable); empty when
 // there is none.

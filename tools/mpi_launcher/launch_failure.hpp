@@ -2,8 +2,10 @@
 // What went wrong when a launch failed, read from what the launcher and the ranks wrote to stderr. MPI launchers
 // explain their failures in long help texts that never name the flag that fixes them; recognising the text lets the
 // caller add one line that does. Recognition is by fixed phrases of Open MPI (4 and 5) and Slurm, searched in one
-// pass each: the text is the job's own output, of any length.
+// pass each: the text is the job's own output, of any length. Hydra's way of reporting a rank's signal is read here
+// too.
 
+#include <charconv>
 #include <initializer_list>
 #include <string_view>
 
@@ -52,6 +54,25 @@ inline bool contains_any(std::string_view text, std::initializer_list<std::strin
         return LaunchFailure::ProgramNotFound;
     }
     return LaunchFailure::None;
+}
+
+// Hydra exits with the number of the signal that ended a rank, as if the rank had exited with it, and names the
+// signal in one line of its stdout: "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)". Given
+// Hydra's exit status and the end of its stdout: 128+N, as a shell and Open MPI's mpirun give it, when that line names
+// signal N and the status is N; the status unchanged otherwise (a rank that exited 9 itself).
+[[nodiscard]] inline int hydra_exit_status(int status, std::string_view text) {
+    constexpr std::string_view line_mark = "TERMINATED WITH THE EXIT STRING:";
+    constexpr std::string_view signal_mark = "(signal ";
+    const std::size_t line = text.find(line_mark);
+    if (line == std::string_view::npos) return status;
+    const std::string_view rest = text.substr(line, text.find('\n', line) - line);
+    const std::size_t at = rest.find(signal_mark);
+    if (at == std::string_view::npos) return status;
+    int signal_number = 0;
+    const char* first = rest.data() + at + signal_mark.size();
+    const auto [end, ec] = std::from_chars(first, rest.data() + rest.size(), signal_number);
+    if (ec != std::errc{} || end == rest.data() + rest.size() || *end != ')') return status;
+    return signal_number == status && status > 0 && status < 128 ? 128 + status : status;
 }
 
 }  // namespace lockstep::mpi_launcher

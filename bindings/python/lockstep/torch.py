@@ -5,6 +5,9 @@
     dist.all_reduce(x)                             # through lockstep: debug-mode checks, the watchdog
     model = torch.nn.parallel.DistributedDataParallel(model)
 
+It also registers the checking backends "lockstep_gloo" and "lockstep_nccl" (lockstep/torch_checked.py): torch's gloo
+or NCCL carries every collective, and lockstep checks each call's signature in debug mode and watches it for hangs.
+
 Importing this module registers the backend (once), extends torch's env:// rendezvous to jobs that set no RANK and
 WORLD_SIZE (rank and size are then MPI's), and wraps torch.distributed._make_nccl_premul_sum and the reductions that
 take an op, so that a PREMUL_SUM's factor reaches the backend. Every collective is lockstep's non-blocking one,
@@ -47,7 +50,14 @@ if not dist.is_available():  # pragma: no cover - Debian's torch has torch.distr
 
 from torch._C import _distributed_c10d as _c10d  # noqa: E402 (after the availability check)
 
-__all__ = ["BACKEND", "ProcessGroupLockstep", "init_process_group"]
+__all__ = [
+    "BACKEND",
+    "GLOO_BACKEND",
+    "NCCL_BACKEND",
+    "ProcessGroupChecked",
+    "ProcessGroupLockstep",
+    "init_process_group",
+]
 
 BACKEND = "lockstep"
 
@@ -1041,3 +1051,7 @@ def _env_rendezvous(url, timeout=None, **kwargs):
 
 if _TORCH_ENV_HANDLER is not None:  # feature check: torch's table of rendezvous handlers by URL scheme
     _RENDEZVOUS._rendezvous_handlers["env"] = _env_rendezvous
+
+# The checking backends "lockstep_gloo" and "lockstep_nccl" (gloo or NCCL carries the calls; lockstep checks and
+# watches them), registered with this module.
+from lockstep.torch_checked import GLOO_BACKEND, NCCL_BACKEND, ProcessGroupChecked  # noqa: E402

@@ -29,6 +29,8 @@ PACKAGE_FILES = {
     "lockstep/_lockstep.pyi",
     "lockstep/torch.py",
     "lockstep/torch.pyi",
+    "lockstep/torch_checked.py",
+    "lockstep/torch_checked.pyi",
     "lockstep/py.typed",
     "lockstep/liblockstep.so.0",
     "lockstep/liblockstep_c.so.1",

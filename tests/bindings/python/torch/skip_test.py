@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""A rank that skips a torch.distributed collective on the backend "lockstep": lockstep's watchdog turns the hang into
-a report on stderr and ends the job with a non-zero status.
+"""A rank that skips a torch.distributed collective on the backend "lockstep", or on the checking backend
+"lockstep_gloo" (the other ranks then wait inside gloo, whose own timeout is 30 minutes): lockstep's watchdog turns the
+hang into a report on stderr and ends the job with a non-zero status.
 
-Usage: skip_test.py MPIRUN NP DEBUG(0|1)
+Usage: skip_test.py MPIRUN NP DEBUG(0|1) [BACKEND]   (default: lockstep)
 Runs skip_job.py under mpirun with LOCKSTEP_TIMEOUT=3 and passes when the job ends non-zero within LIMIT_SECONDS and
-its stderr says what hung: the all_reduce at skip_job.py's line, the last rank as never arrived, what it did last.
+its stderr says what hung: the all_reduce at skip_job.py's line (for lockstep_gloo, as carried by gloo), every waiting
+rank's line, the last rank as never arrived, and what it did last.
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,8 +27,9 @@ def skipped_line() -> int:
 
 def main() -> int:
     mpirun, np, debug = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    backend = sys.argv[4] if len(sys.argv) > 4 else "lockstep"
     env = dict(os.environ, LOCKSTEP_TIMEOUT="3", LOCKSTEP_DEBUG_MODE=debug, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB]
+    command = [mpirun, "-n", str(np), "--oversubscribe", sys.executable, JOB, backend]
     ran = run_launcher(command, env, LIMIT_SECONDS + 20)
     if ran is None:
         print(f"FAIL: the job was still running after {LIMIT_SECONDS + 20} s: the hang was not turned into an error")
@@ -48,7 +52,23 @@ def main() -> int:
             f"the report says what rank {last} completed last",
         ),
         ("collective timed out after" not in out, "the report is not on stdout"),
+        (
+            all(
+                re.search(rf"  - Process {rank} \(host [^\n]*\): in [^\n]* at {re.escape(site)};", err)
+                for rank in range(last)
+            ),
+            f"the report gives every waiting rank's line ({site})",
+        ),
     ]
+    if backend != "lockstep":
+        stuck = f"`lockstep::allreduce` #3 float32[8] in calls carried by gloo (torch backend {backend})"
+        checks += [
+            (f"Operation: {stuck}" in err, "the report names the call as carried by gloo"),
+            (
+                "last completed `lockstep::allreduce` #2 float32[8] in calls carried by gloo" in err,
+                f"the report says rank {last} completed the all_reduce before the one it skipped",
+            ),
+        ]
     for ok, what in checks:
         print(("ok:   " if ok else "FAIL: ") + what)
     return 0 if all(ok for ok, _ in checks) else 1
