@@ -18,6 +18,7 @@ int blocking(const CallDescriptor& call, Describe describe, Run run, Start start
     c.function = call.function;
     c.comm = call.comm;
     c.caller = call.caller;
+    if (const auto checked = check_blocking_now(c)) return *checked != MPI_SUCCESS ? *checked : run();
     c.run = run;
     c.start = start;
     return run_checked(std::move(c), nullptr);

@@ -5,6 +5,7 @@
 #include <lockstep/base/symbolizer.hpp>
 #include "hooks.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -34,7 +35,16 @@ struct Registry {
     std::shared_mutex mutex;
     std::unordered_map<MPI_Comm, std::unique_ptr<CommunicatorRecord>> live;
     std::vector<CommunicatorCount> freed;
+    std::atomic<std::uint64_t> generation{0};  // advanced under the lock whenever `live` changes
 };
+
+// The last communicator this thread found, valid while the registry's generation is the one it was found in.
+struct LastFound {
+    MPI_Comm comm = MPI_COMM_NULL;
+    CommunicatorRecord* record = nullptr;
+    std::uint64_t generation = ~std::uint64_t{0};
+};
+thread_local LastFound last_found;
 
 Registry& registry() {
     static Registry* r = new Registry;  // never destroyed: entry points may run during static destruction
@@ -76,7 +86,9 @@ void register_predefined_communicators() {
     Registry& reg = registry();
     std::unique_lock lock(reg.mutex);
     reg.live[MPI_COMM_WORLD] = make_record(MPI_COMM_WORLD, kWorldId, "MPI_Init", nullptr);
+    reg.generation.fetch_add(1, std::memory_order_release);
     reg.live[MPI_COMM_SELF] = make_record(MPI_COMM_SELF, kSelfId, "MPI_Init", nullptr);
+    reg.generation.fetch_add(1, std::memory_order_release);
 }
 
 void register_communicator(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller,
@@ -94,6 +106,7 @@ void register_communicator(MPI_Comm created, MPI_Comm parent, const char* functi
     Registry& reg = registry();
     std::unique_lock lock(reg.mutex);
     reg.live[created] = std::move(record);
+    reg.generation.fetch_add(1, std::memory_order_release);
 }
 
 void register_nonblocking_dup(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller) {
@@ -111,16 +124,21 @@ void register_nonblocking_dup(MPI_Comm created, MPI_Comm parent, const char* fun
     Registry& reg = registry();
     std::unique_lock lock(reg.mutex);
     reg.live[created] = std::move(record);
+    reg.generation.fetch_add(1, std::memory_order_release);
 }
 
 CommunicatorRecord* find_communicator(MPI_Comm comm) {
     if (comm == MPI_COMM_NULL) return nullptr;
     Registry& reg = registry();
     CommunicatorRecord* found = nullptr;
-    {
+    const std::uint64_t generation = reg.generation.load(std::memory_order_acquire);
+    if (last_found.comm == comm && last_found.generation == generation) {
+        found = last_found.record;
+    } else {
         std::shared_lock lock(reg.mutex);
         const auto it = reg.live.find(comm);
         if (it != reg.live.end()) found = it->second.get();
+        last_found = {comm, found, reg.generation.load(std::memory_order_relaxed)};
     }
     if (found != nullptr) {
         // Every member duplicated the shadow with the program's MPI_Comm_idup, whose request completed before this use.
@@ -133,6 +151,7 @@ CommunicatorRecord* find_communicator(MPI_Comm comm) {
     std::unique_lock lock(reg.mutex);
     auto& slot = reg.live[comm];
     slot = std::move(record);
+    reg.generation.fetch_add(1, std::memory_order_release);
     return slot.get();
 }
 
@@ -145,6 +164,7 @@ void forget_communicator(MPI_Comm comm) {
         if (it == reg.live.end()) return;
         record = std::move(it->second);
         reg.live.erase(it);
+        reg.generation.fetch_add(1, std::memory_order_release);
         if (record->id != 0 && record->size > 1) {
             reg.freed.push_back({record->id, record->collectives, record->size, communicator_label(*record)});
         }
@@ -170,6 +190,7 @@ void free_shadows() {
         if (r->shadow != MPI_COMM_NULL) PMPI_Comm_free(&r->shadow);
     }
     reg.live.clear();
+    reg.generation.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace lockstep::check

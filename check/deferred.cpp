@@ -6,14 +6,17 @@
 // collective with a non-blocking one, and whether a call must keep deferred ones moving while it waits (and so cannot
 // block) differs between processes. Messages between two processes on one shadow arrive in the order they were sent,
 // and every process makes its exchanges in the order of its calls, so the k-th record from a peer is its k-th call's.
-// Tags keep the stages apart. The payload keeps the program's form. A blocking collective made while no non-blocking
-// one is in flight waits for its exchanges in PMPI_Waitall, then runs its payload. A non-blocking one gets a
-// generalized request (MPI_Grequest_start) as the program's handle, joins the queue of deferred calls, and posts its
-// exchange with non-blocking calls; its payload starts only once the exchange agreed, and the request completes when
-// the payload has. Deferred calls move on in progress_deferred, which every intercepted blocking call runs while it
-// waits (a blocking call made while something is deferred joins the queue and waits for its turn the same way, up to
-// its payload, which it then runs as the blocking call it is), so a correct program that waits for a non-blocking
-// collective on one process while its peer blocks elsewhere still runs: the peer's wait moves its deferred call on.
+// Tags keep the stages apart. The record is a digest of numbers (CheckDigest, under the size above which shared-memory
+// transports slow down); the names and call sites travel only in the exchange a report makes. The payload keeps the
+// program's form. A blocking collective made while no non-blocking one is in flight waits for its exchanges in
+// PMPI_Waitall, then runs its payload (check_blocking_now: one state per thread whose buffers are kept, no
+// allocation). A non-blocking one gets a generalized request (MPI_Grequest_start) as the program's handle, joins the
+// queue of deferred calls, and posts its exchange with non-blocking calls; its payload starts only once the exchange
+// agreed, and the request completes when the payload has. Deferred calls move on in progress_deferred, which every
+// intercepted blocking call runs while it waits (a blocking call made while something is deferred joins the queue and
+// waits for its turn the same way, up to its payload, which it then runs as the blocking call it is), so a correct
+// program that waits for a non-blocking collective on one process while its peer blocks elsewhere still runs: the
+// peer's wait moves its deferred call on.
 //
 // MPI wants the collectives of one communicator started in the same order on every process, and the exchanges on the
 // shadow must follow the order of the calls: only the oldest deferred call of a communicator that has not started its
@@ -26,12 +29,12 @@
 
 #include <lockstep/base/symbolizer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace lockstep::check {
 namespace {
@@ -46,9 +49,9 @@ struct Pending {
     std::vector<MPI_Request> messages;  // its sends and receives
     MPI_Request payload = MPI_REQUEST_NULL;
     MPI_Request user = MPI_REQUEST_NULL;  // the program's handle; null for a blocking call
-    CheckRecord mine{};
-    std::vector<CheckRecord> mine_out;  // mine, once per peer, while the sends are in flight
-    std::vector<CheckRecord> all;
+    CheckDigest mine{};
+    std::vector<CheckDigest> mine_out;  // mine, once per peer, while the sends are in flight
+    std::vector<CheckDigest> all;
     std::vector<SideSignature> sends;
     std::vector<SideSignature> received;
     Verdict verdict{};
@@ -65,6 +68,28 @@ struct Engine {
     // does (MPI keeps a type alive for the operations started with it, not for those still to start).
     std::vector<MPI_Datatype> postponed_frees;
     std::atomic<int> active{0};
+    std::vector<MPI_Comm> waiting;  // progress_locked's, kept from call to call
+    // Calls that neither the queue nor the program's handles hold any more, their buffers kept for the next.
+    std::vector<std::shared_ptr<Pending>> spare;
+
+    // Drops `p`, keeping it for reuse where nothing else holds it.
+    void release(std::shared_ptr<Pending>&& p) {
+        if (p.use_count() == 1 && spare.size() < 64) spare.push_back(std::move(p));
+        p.reset();
+    }
+    // A fresh call's state (under the mutex).
+    std::shared_ptr<Pending> take() {
+        if (spare.empty()) return std::make_shared<Pending>();
+        std::shared_ptr<Pending> p = std::move(spare.back());
+        spare.pop_back();
+        p->stage = Stage::Exchange;
+        p->posted = false;
+        p->payload = MPI_REQUEST_NULL;
+        p->user = MPI_REQUEST_NULL;
+        p->verdict = Verdict{};
+        p->error = MPI_SUCCESS;
+        return p;
+    }
 };
 
 Engine& engine() {
@@ -155,20 +180,35 @@ void finish(Pending& p) {
     if (p.user != MPI_REQUEST_NULL) PMPI_Grequest_complete(p.user);
 }
 
-// Every process found the same disagreement: one more exchange brings every process's call site, then the report.
-void fail(Pending& p, const std::string& headline) {
-    detail::FixedText<200> site{};
-    site.assign(report_call_site(p.call.caller), true);
-    std::vector<detail::FixedText<200>> out;
-    std::vector<detail::FixedText<200>> sites;
+// What a report needs of each process, exchanged once a disagreement was found: its call with names and its call site.
+struct ReportPart {
+    CheckRecord record;
+    detail::FixedText<200> site;
+};
+static_assert(detail::FixedRecord<ReportPart>);
+
+// Every process found the same disagreement: one more exchange brings every process's call, named, and call site;
+// `headline` makes the headline from the records; then the report.
+template <class Headline>
+void fail(Pending& p, Headline headline) {
+    ReportPart part{};
+    part.record = make_record(p.call, *p.comm, p.mine.call_number);
+    part.site.assign(report_call_site(p.call.caller), true);
+    std::vector<ReportPart> out;
+    std::vector<ReportPart> parts;
+    std::vector<CheckRecord> records;
     std::vector<std::string> site_texts;
-    if (post_allgather(site, out, sites, *p.comm, kSiteTag, p.messages) == MPI_SUCCESS &&
+    if (post_allgather(part, out, parts, *p.comm, kSiteTag, p.messages) == MPI_SUCCESS &&
         PMPI_Waitall(static_cast<int>(p.messages.size()), p.messages.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS) {
-        for (const auto& s : sites) site_texts.push_back(s.str());
-    } else {
+        for (const auto& s : parts) {
+            records.push_back(s.record);
+            site_texts.push_back(s.site.str());
+        }
+    } else {  // only this process's call is known
+        records.assign(static_cast<std::size_t>(p.comm->size), part.record);
         site_texts.assign(static_cast<std::size_t>(p.comm->size), "an unknown call site");
     }
-    p.error = handle_mismatch(*p.comm, mismatch_report(*p.comm, headline, p.all, site_texts));
+    p.error = handle_mismatch(*p.comm, mismatch_report(*p.comm, headline(records), records, site_texts));
     finish(p);
 }
 
@@ -185,7 +225,9 @@ void step(Pending& p, bool blocking) {
                     })) {
                     return;
                 }
-                if (auto headline = compare_records(p.call.rule, p.all)) return fail(p, *headline);
+                if (const auto found = compare_records(p.call.rule, p.all)) {
+                    return fail(p, [&](const std::vector<CheckRecord>& all) { return headline(*found, all); });
+                }
                 p.stage = needs_transpose(p.call.rule)  ? Stage::Transpose
                           : needs_verdicts(p.call.rule) ? Stage::Verdict
                                                         : Stage::StartPayload;
@@ -207,7 +249,12 @@ void step(Pending& p, bool blocking) {
                     return;
                 }
                 for (const Verdict& v : p.verdicts) {
-                    if (v.mismatches != 0) return fail(p, verdict_headline(p.all.front(), p.verdicts));
+                    if (v.mismatches != 0) {
+                        return fail(p, [&](const std::vector<CheckRecord>& all) {
+                            name_peer_sides(p.call.rule, p.verdicts, all);
+                            return verdict_headline(all.front(), p.verdicts);
+                        });
+                    }
                 }
                 p.stage = Stage::StartPayload;
                 break;
@@ -252,14 +299,27 @@ bool waiting_call_uses(const Engine& e, MPI_Datatype type) {
 }
 
 void progress_locked(Engine& e) {
-    std::unordered_set<MPI_Comm> waiting;  // communicators whose oldest deferred call has not started its payload
+    // The communicators whose oldest deferred call has not started its payload (few: a linear search).
+    std::vector<MPI_Comm>& waiting = e.waiting;
+    waiting.clear();
+    const auto is_waiting = [&](MPI_Comm comm) {
+        return std::find(waiting.begin(), waiting.end(), comm) != waiting.end();
+    };
     for (const auto& p : e.queue) {
         const bool before_payload = p->stage < Stage::Payload;
-        if (before_payload && waiting.contains(p->call.comm)) continue;
+        if (before_payload && is_waiting(p->call.comm)) continue;
         step(*p, false);
-        if (p->stage < Stage::Payload) waiting.insert(p->call.comm);
+        if (p->stage < Stage::Payload && !is_waiting(p->call.comm)) waiting.push_back(p->call.comm);
     }
-    std::erase_if(e.queue, [](const auto& p) { return p->stage == Stage::Done; });
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < e.queue.size(); ++i) {
+        if (e.queue[i]->stage == Stage::Done) {
+            e.release(std::move(e.queue[i]));
+        } else if (kept++ != i) {
+            e.queue[kept - 1] = std::move(e.queue[i]);
+        }
+    }
+    e.queue.resize(kept);
     std::erase_if(e.postponed_frees, [&](MPI_Datatype type) {
         if (waiting_call_uses(e, type)) return false;
         forget_type_signature(type);  // looked up again since it was freed
@@ -298,16 +358,19 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
         // Not checked (an intercommunicator, MPI_COMM_NULL: MPI reports the latter).
         return request != nullptr ? call.start(request) : call.run();
     }
+    if (request == nullptr) {
+        if (const auto checked = check_blocking_now(call)) return *checked != MPI_SUCCESS ? *checked : call.run();
+    }
     ++comm->collectives;
-    auto p = std::make_shared<Pending>();
+    Engine& e = engine();
+    std::shared_ptr<Pending> p;
+    {
+        std::scoped_lock lock(e.mutex);
+        p = e.take();
+    }
     p->call = std::move(call);
     p->comm = comm;
-    p->mine = make_record(p->call, *comm);
-    Engine& e = engine();
-    if (request == nullptr && !deferred_pending()) {
-        step(*p, true);
-        return p->error != MPI_SUCCESS ? p->error : p->call.run();
-    }
+    p->mine = make_digest(p->call, *comm);
     if (request != nullptr) {
         if (const int rc = PMPI_Grequest_start(query_status, free_state, cancel_nothing, nullptr, &p->user);
             rc != MPI_SUCCESS) {
@@ -324,6 +387,28 @@ int run_checked(CollectiveCall call, MPI_Request* request) {
     if (request != nullptr) return MPI_SUCCESS;
     while (p->stage != Stage::Done) progress_deferred();
     return p->error != MPI_SUCCESS ? p->error : p->call.run();
+}
+
+std::optional<int> check_blocking_now(const CollectiveCall& call) {
+    const InsideLockstep inside;
+    CommunicatorRecord* comm = find_communicator(call.comm);
+    if (comm == nullptr || comm->shadow == MPI_COMM_NULL) return MPI_SUCCESS;  // not checked (run_checked's case)
+    // One call's state per thread, its buffers kept from call to call; a call made while it is in use (from an error
+    // handler the program set) takes the general way.
+    thread_local Pending p;
+    thread_local bool in_use = false;
+    if (in_use || deferred_pending()) return std::nullopt;
+    in_use = true;
+    ++comm->collectives;
+    p.call = call;
+    p.comm = comm;
+    p.stage = Stage::Exchange;
+    p.posted = false;
+    p.error = MPI_SUCCESS;
+    p.mine = make_digest(call, *comm);
+    step(p, true);
+    in_use = false;
+    return p.error;
 }
 
 bool postpone_type_free(MPI_Datatype type) {
@@ -343,6 +428,7 @@ DeferredOutcome take_deferred(MPI_Request request) {
     const auto it = e.by_request.find(request);
     if (it == e.by_request.end()) return {false, MPI_SUCCESS};
     const int error = it->second->error;
+    e.release(std::move(it->second));
     e.by_request.erase(it);
     return {true, error};
 }

@@ -40,18 +40,31 @@ const std::vector<std::pair<MPI_Op, const char*>>& predefined() {
 
 }  // namespace
 
-ReduceOpIdentity reduce_op_identity(MPI_Op op) {
-    if (op == MPI_OP_NULL) return {0, "MPI_OP_NULL"};
+namespace {
+
+// `op`'s identity, or only its key where `name` is false (no text made).
+ReduceOpIdentity identify(MPI_Op op, bool name) {
+    if (op == MPI_OP_NULL) return {0, name ? "MPI_OP_NULL" : ""};
     const auto& table = predefined();
     for (std::size_t i = 0; i < table.size(); ++i) {
-        if (table[i].first == op) return {i + 1, table[i].second};
+        if (table[i].first == op) return {i + 1, name ? table[i].second : ""};
     }
     UserOps& u = user_ops();
     std::scoped_lock lock(u.mutex);
     const auto it = u.ops.find(op);
-    if (it != u.ops.end()) return it->second;
+    if (it != u.ops.end()) return name ? it->second : ReduceOpIdentity{it->second.key, ""};
     // Made before this library saw it (it cannot be named): every such op compares equal.
-    return {0x7573657200000000ULL, "a user op"};
+    return {0x7573657200000000ULL, name ? "a user op" : ""};
+}
+
+}  // namespace
+
+ReduceOpIdentity reduce_op_identity(MPI_Op op) {
+    return identify(op, true);
+}
+
+std::uint64_t reduce_op_key(MPI_Op op) {
+    return identify(op, false).key;
 }
 
 }  // namespace lockstep::check

@@ -15,5 +15,6 @@ struct ReduceOpIdentity {
 };
 
 [[nodiscard]] ReduceOpIdentity reduce_op_identity(MPI_Op op);
+[[nodiscard]] std::uint64_t reduce_op_key(MPI_Op op);  // reduce_op_identity(op).key, no name made
 
 }  // namespace lockstep::check

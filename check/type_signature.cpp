@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -111,7 +112,16 @@ struct Cache {
     std::vector<NamedType> named;
     std::unordered_map<std::uint32_t, std::string> basic_names;  // code -> the name first seen for it
     std::unordered_map<MPI_Datatype, std::unique_ptr<TypeSignature>> types;
+    std::atomic<std::uint64_t> generation{0};  // advanced under the lock whenever an entry of `types` goes
 };
+
+// The last type this thread looked up, valid while the cache's generation is the one it was found in.
+struct LastFound {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    const TypeSignature* signature = nullptr;
+    std::uint64_t generation = ~std::uint64_t{0};
+};
+thread_local LastFound last_found;
 
 Cache& cache() {
     static auto* c = new Cache;  // never destroyed: entry points may run during static destruction
@@ -430,6 +440,9 @@ std::unique_ptr<TypeSignature> make_signature(MPI_Datatype type, Cache& c) {
 
 const TypeSignature& type_signature(MPI_Datatype type) {
     Cache& c = cache();
+    if (last_found.type == type && last_found.generation == c.generation.load(std::memory_order_acquire)) {
+        return *last_found.signature;
+    }
     std::scoped_lock lock(c.mutex);
     if (c.named.empty()) {
         for (const auto& n : named_types()) {
@@ -438,6 +451,7 @@ const TypeSignature& type_signature(MPI_Datatype type) {
     }
     auto& slot = c.types[type];
     if (!slot) slot = make_signature(type, c);
+    last_found = {type, slot.get(), c.generation.load(std::memory_order_relaxed)};
     return *slot;
 }
 
@@ -445,30 +459,57 @@ void forget_type_signature(MPI_Datatype type) {
     Cache& c = cache();
     std::scoped_lock lock(c.mutex);
     c.types.erase(type);
+    c.generation.fetch_add(1, std::memory_order_release);
 }
 
-SideSignature side_signature(long long count, MPI_Datatype type) {
-    SideSignature side{};
+SideDigest side_digest(long long count, MPI_Datatype type) {
+    SideDigest side{};
     side.present = 1;
     side.count = count;
-    if (type == MPI_DATATYPE_NULL) {
-        side.type.assign("MPI_DATATYPE_NULL");
-        return side;
-    }
+    if (type == MPI_DATATYPE_NULL) return side;
     const TypeSignature& sig = type_signature(type);
     const auto n = static_cast<std::uint64_t>(std::max(count, 0LL));
     side.bytes = sig.size * n;
     side.by_size = sig.by_size ? 1 : 0;
     side.reps = sig.by_size ? 0 : sig.reps * n;
     side.root_hash = side.reps == 0 ? 0 : sig.root_hash;
+    return side;
+}
+
+SideDigest digest(const SideSignature& side) noexcept {
+    return SideDigest{side.root_hash, side.reps, side.bytes, side.count, side.by_size, side.present};
+}
+
+SideSignature with_names(const SideDigest& d, const SideSignature& named) noexcept {
+    SideSignature side = named;
+    side.root_hash = d.root_hash;
+    side.reps = d.reps;
+    side.bytes = d.bytes;
+    side.count = d.count;
+    side.by_size = d.by_size;
+    side.present = d.present;
+    return side;
+}
+
+SideSignature side_signature(long long count, MPI_Datatype type) {
+    SideSignature side = with_names(side_digest(count, type), SideSignature{});
+    if (type == MPI_DATATYPE_NULL) {
+        side.type.assign("MPI_DATATYPE_NULL");
+        return side;
+    }
+    const TypeSignature& sig = type_signature(type);
     side.type.assign(sig.name);
     side.root.assign(sig.root_text);
     return side;
 }
 
-bool signatures_match(const SideSignature& a, const SideSignature& b) noexcept {
+bool signatures_match(const SideDigest& a, const SideDigest& b) noexcept {
     if (a.by_size != 0 || b.by_size != 0) return a.bytes == b.bytes;
     return a.reps == b.reps && (a.reps == 0 || a.root_hash == b.root_hash);
+}
+
+bool signatures_match(const SideSignature& a, const SideSignature& b) noexcept {
+    return signatures_match(digest(a), digest(b));
 }
 
 std::string describe(const SideSignature& side) {

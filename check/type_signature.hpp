@@ -56,9 +56,25 @@ struct SideSignature {
 };
 static_assert(detail::FixedRecord<SideSignature> && sizeof(SideSignature) % 8 == 0);
 
+// What of a side must agree, without the names: what travels on every call (the names only with a report).
+struct SideDigest {
+    std::uint64_t root_hash;
+    std::uint64_t reps;
+    std::uint64_t bytes;
+    std::int64_t count;
+    std::uint32_t by_size;
+    std::uint32_t present;
+};
+static_assert(detail::FixedRecord<SideDigest> && sizeof(SideDigest) % 8 == 0);
+
 [[nodiscard]] SideSignature side_signature(long long count, MPI_Datatype type);
+[[nodiscard]] SideDigest side_digest(long long count, MPI_Datatype type);
+[[nodiscard]] SideDigest digest(const SideSignature& side) noexcept;
+// A side with the numbers of `d` and the names of `named` (the same side as `d` describes, from a report's records).
+[[nodiscard]] SideSignature with_names(const SideDigest& d, const SideSignature& named) noexcept;
 // Whether data sent as `a` can be received as `b` (or the other way): equal sequences of basic types, or equal sizes
 // when either compares by size.
+[[nodiscard]] bool signatures_match(const SideDigest& a, const SideDigest& b) noexcept;
 [[nodiscard]] bool signatures_match(const SideSignature& a, const SideSignature& b) noexcept;
 // "4 x MPI_INT", "1 x row (= 4 x MPI_DOUBLE)", "0 elements".
 [[nodiscard]] std::string describe(const SideSignature& side);

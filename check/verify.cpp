@@ -24,10 +24,6 @@ bool reduces(Rule rule) {
     return rule == Rule::Reduce || rule == Rule::Allreduce || rule == Rule::ReduceScatter;
 }
 
-SideSignature none() {
-    return SideSignature{};
-}
-
 std::uint64_t hash_counts(const int* counts, int size) {
     std::uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < size; ++i) {
@@ -37,28 +33,27 @@ std::uint64_t hash_counts(const int* counts, int size) {
     return h | 1;  // never 0 (none)
 }
 
+std::uint64_t hash_text(const char* text) {
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *text != '\0'; ++text) {
+        h ^= static_cast<unsigned char>(*text);
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
 std::string side_text(const SideSignature& s) {
     return describe(s);
 }
 
-}  // namespace
-
-CheckRecord make_record(const CollectiveCall& call, const CommunicatorRecord& comm) {
-    CheckRecord r{};
-    r.call_number = comm.collectives;
+// What a digest and a record share: `side(count, type)` makes a side of either kind.
+template <class Record, class Side>
+void fill(Record& r, const CollectiveCall& call, const CommunicatorRecord& comm, Side side) {
     r.caller = reinterpret_cast<std::uintptr_t>(call.caller);
-    r.function.assign(call.function);
     r.root = rooted(call.rule) ? call.root : -1;
     r.in_place = call.in_place ? 1 : 0;
     r.rule = static_cast<std::int16_t>(call.rule);
-    if (reduces(call.rule)) {
-        const ReduceOpIdentity op = reduce_op_identity(call.op);
-        r.reduce_op_key = op.key;
-        r.reduce_op.assign(op.name);
-    }
     const bool is_root = call.root == comm.rank;
-    r.send = none();
-    r.recv = none();
     switch (call.rule) {
         case Rule::Barrier:
         case Rule::Alltoallv:
@@ -67,99 +62,114 @@ CheckRecord make_record(const CollectiveCall& call, const CommunicatorRecord& co
         case Rule::Bcast:
         case Rule::Reduce:
         case Rule::Allreduce:
-            r.send = side_signature(call.sendcount, call.sendtype);
+            r.send = side(call.sendcount, call.sendtype);
             break;
         case Rule::ReduceScatter:
-            r.send = side_signature(1, call.sendtype);
+            r.send = side(1, call.sendtype);
             r.counts_hash = hash_counts(call.recvcounts, comm.size);
             break;
         case Rule::Gather:
-            if (!(is_root && call.in_place)) r.send = side_signature(call.sendcount, call.sendtype);
-            if (is_root) r.recv = side_signature(call.recvcount, call.recvtype);
+            if (!(is_root && call.in_place)) r.send = side(call.sendcount, call.sendtype);
+            if (is_root) r.recv = side(call.recvcount, call.recvtype);
             break;
         case Rule::Gatherv:
-            if (!(is_root && call.in_place)) r.send = side_signature(call.sendcount, call.sendtype);
+            if (!(is_root && call.in_place)) r.send = side(call.sendcount, call.sendtype);
             break;
         case Rule::Scatter:
-            if (is_root) r.send = side_signature(call.sendcount, call.sendtype);
-            if (!(is_root && call.in_place)) r.recv = side_signature(call.recvcount, call.recvtype);
+            if (is_root) r.send = side(call.sendcount, call.sendtype);
+            if (!(is_root && call.in_place)) r.recv = side(call.recvcount, call.recvtype);
             break;
         case Rule::Scatterv:
-            if (!(is_root && call.in_place)) r.recv = side_signature(call.recvcount, call.recvtype);
+            if (!(is_root && call.in_place)) r.recv = side(call.recvcount, call.recvtype);
             break;
         case Rule::Allgather:
         case Rule::Alltoall:
-            r.recv = side_signature(call.recvcount, call.recvtype);
-            r.send = call.in_place ? r.recv : side_signature(call.sendcount, call.sendtype);
+            r.recv = side(call.recvcount, call.recvtype);
+            r.send = call.in_place ? r.recv : side(call.sendcount, call.sendtype);
             break;
         case Rule::Allgatherv:
-            r.send = call.in_place ? side_signature(call.recvcounts[comm.rank], call.recvtype)
-                                   : side_signature(call.sendcount, call.sendtype);
+            r.send =
+                call.in_place ? side(call.recvcounts[comm.rank], call.recvtype) : side(call.sendcount, call.sendtype);
             break;
     }
+}
+
+}  // namespace
+
+CheckDigest make_digest(const CollectiveCall& call, const CommunicatorRecord& comm) {
+    CheckDigest d{};
+    d.call_number = comm.collectives;
+    d.function = hash_text(call.function);
+    if (reduces(call.rule)) d.reduce_op_key = reduce_op_key(call.op);
+    fill(d, call, comm, side_digest);
+    return d;
+}
+
+CheckRecord make_record(const CollectiveCall& call, const CommunicatorRecord& comm, std::uint64_t call_number) {
+    CheckRecord r{};
+    r.call_number = call_number;
+    r.function.assign(call.function);
+    if (reduces(call.rule)) {
+        const ReduceOpIdentity op = reduce_op_identity(call.op);
+        r.reduce_op_key = op.key;
+        r.reduce_op.assign(op.name);
+    }
+    fill(r, call, comm, side_signature);
     return r;
 }
 
-std::optional<std::string> compare_records(Rule rule, const std::vector<CheckRecord>& all) {
-    const CheckRecord& first = all.front();
+std::optional<Disagreement> compare_records(Rule rule, const std::vector<CheckDigest>& all) {
+    using Kind = Disagreement::Kind;
+    const CheckDigest& first = all.front();
     for (const auto& r : all) {
-        if (r.function.str() != first.function.str()) return std::string("the processes called different collectives");
+        if (r.function != first.function) return Disagreement{Kind::Function};
     }
     for (const auto& r : all) {
-        if (r.root != first.root) return std::string("the processes name different roots");
+        if (r.root != first.root) return Disagreement{Kind::Root};
     }
     for (const auto& r : all) {
-        if (r.reduce_op_key != first.reduce_op_key) return std::string("the processes name different reduce ops");
+        if (r.reduce_op_key != first.reduce_op_key) return Disagreement{Kind::ReduceOp};
     }
     for (const auto& r : all) {
-        if (r.counts_hash != first.counts_hash) return std::string("the processes pass different recvcounts");
+        if (r.counts_hash != first.counts_hash) return Disagreement{Kind::Counts};
     }
-    const auto root_record = [&]() -> const CheckRecord& {
-        return all[static_cast<std::size_t>(std::max(first.root, 0))];
-    };
+    const CheckDigest& root_record = all[static_cast<std::size_t>(std::max(first.root, 0))];
+    const std::size_t n = all.size();
     switch (rule) {
         case Rule::Bcast:
-            for (std::size_t i = 0; i < all.size(); ++i) {
-                if (!signatures_match(all[i].send, root_record().send)) {
-                    return fmt::format("process {} receives {}, the root (process {}) sends {}", i,
-                                       side_text(all[i].send), first.root, side_text(root_record().send));
-                }
+            for (std::size_t i = 0; i < n; ++i) {
+                if (!signatures_match(all[i].send, root_record.send)) return Disagreement{Kind::Bcast, i};
             }
             break;
         case Rule::Reduce:
         case Rule::Allreduce:
         case Rule::ReduceScatter:
-            for (std::size_t i = 1; i < all.size(); ++i) {
+            for (std::size_t i = 1; i < n; ++i) {
                 if (!signatures_match(all[i].send, first.send) || all[i].send.reps != first.send.reps ||
                     all[i].send.bytes != first.send.bytes) {
-                    return std::string("the processes pass different counts or datatypes");
+                    return Disagreement{Kind::Reduction};
                 }
             }
             break;
         case Rule::Gather:
-            for (std::size_t i = 0; i < all.size(); ++i) {
-                if (all[i].send.present != 0 && !signatures_match(all[i].send, root_record().recv)) {
-                    return fmt::format("process {} sends {}, the root (process {}) expects {} from each process", i,
-                                       side_text(all[i].send), first.root, side_text(root_record().recv));
+            for (std::size_t i = 0; i < n; ++i) {
+                if (all[i].send.present != 0 && !signatures_match(all[i].send, root_record.recv)) {
+                    return Disagreement{Kind::Gather, i};
                 }
             }
             break;
         case Rule::Scatter:
-            for (std::size_t i = 0; i < all.size(); ++i) {
-                if (all[i].recv.present != 0 && !signatures_match(all[i].recv, root_record().send)) {
-                    return fmt::format("process {} expects {}, the root (process {}) sends {} to each process", i,
-                                       side_text(all[i].recv), first.root, side_text(root_record().send));
+            for (std::size_t i = 0; i < n; ++i) {
+                if (all[i].recv.present != 0 && !signatures_match(all[i].recv, root_record.send)) {
+                    return Disagreement{Kind::Scatter, i};
                 }
             }
             break;
         case Rule::Allgather:
         case Rule::Alltoall:
-            for (std::size_t i = 0; i < all.size(); ++i) {
-                for (std::size_t j = 0; j < all.size(); ++j) {
-                    if (!signatures_match(all[i].send, all[j].recv)) {
-                        return fmt::format("process {} sends {}, process {} expects {} from each process", i,
-                                           side_text(all[i].send), j, side_text(all[j].recv));
-                    }
+            for (std::size_t i = 0; i < n; ++i) {
+                for (std::size_t j = 0; j < n; ++j) {
+                    if (!signatures_match(all[i].send, all[j].recv)) return Disagreement{Kind::Pair, i, j};
                 }
             }
             break;
@@ -167,6 +177,37 @@ std::optional<std::string> compare_records(Rule rule, const std::vector<CheckRec
             break;
     }
     return std::nullopt;
+}
+
+std::string headline(const Disagreement& d, const std::vector<CheckRecord>& all) {
+    const CheckRecord& first = all.front();
+    const CheckRecord& root_record = all[static_cast<std::size_t>(std::max(first.root, 0))];
+    const CheckRecord& r = all[d.i];
+    switch (d.kind) {
+        case Disagreement::Kind::Function:
+            return "the processes called different collectives";
+        case Disagreement::Kind::Root:
+            return "the processes name different roots";
+        case Disagreement::Kind::ReduceOp:
+            return "the processes name different reduce ops";
+        case Disagreement::Kind::Counts:
+            return "the processes pass different recvcounts";
+        case Disagreement::Kind::Bcast:
+            return fmt::format("process {} receives {}, the root (process {}) sends {}", d.i, side_text(r.send),
+                               first.root, side_text(root_record.send));
+        case Disagreement::Kind::Reduction:
+            return "the processes pass different counts or datatypes";
+        case Disagreement::Kind::Gather:
+            return fmt::format("process {} sends {}, the root (process {}) expects {} from each process", d.i,
+                               side_text(r.send), first.root, side_text(root_record.recv));
+        case Disagreement::Kind::Scatter:
+            return fmt::format("process {} expects {}, the root (process {}) sends {} to each process", d.i,
+                               side_text(r.recv), first.root, side_text(root_record.send));
+        case Disagreement::Kind::Pair:
+            return fmt::format("process {} sends {}, process {} expects {} from each process", d.i, side_text(r.send),
+                               d.j, side_text(all[d.j].recv));
+    }
+    return "the processes disagree";
 }
 
 bool needs_verdicts(Rule rule) noexcept {
@@ -190,7 +231,7 @@ std::vector<SideSignature> sends_to_peers(const CollectiveCall& call, int size) 
     return sends;
 }
 
-Verdict local_verdict(const CollectiveCall& call, const CommunicatorRecord& comm, const std::vector<CheckRecord>& all,
+Verdict local_verdict(const CollectiveCall& call, const CommunicatorRecord& comm, const std::vector<CheckDigest>& all,
                       const std::vector<SideSignature>& received) {
     Verdict v{};
     const auto note = [&](int peer, bool root_sends, const SideSignature& mine, const SideSignature& theirs) {
@@ -205,8 +246,8 @@ Verdict local_verdict(const CollectiveCall& call, const CommunicatorRecord& comm
             for (int i = 0; i < size; ++i) {
                 if (i == comm.rank && call.in_place) continue;
                 const SideSignature expected = side_signature(call.recvcounts[i], call.recvtype);
-                if (!signatures_match(expected, all[static_cast<std::size_t>(i)].send)) {
-                    note(i, false, expected, all[static_cast<std::size_t>(i)].send);
+                if (!signatures_match(digest(expected), all[static_cast<std::size_t>(i)].send)) {
+                    note(i, false, expected, with_names(all[static_cast<std::size_t>(i)].send, {}));
                 }
             }
             break;
@@ -215,16 +256,16 @@ Verdict local_verdict(const CollectiveCall& call, const CommunicatorRecord& comm
             for (int i = 0; i < size; ++i) {
                 if (i == comm.rank && call.in_place) continue;
                 const SideSignature sent = side_signature(call.sendcounts[i], call.sendtype);
-                if (!signatures_match(sent, all[static_cast<std::size_t>(i)].recv)) {
-                    note(i, true, sent, all[static_cast<std::size_t>(i)].recv);
+                if (!signatures_match(digest(sent), all[static_cast<std::size_t>(i)].recv)) {
+                    note(i, true, sent, with_names(all[static_cast<std::size_t>(i)].recv, {}));
                 }
             }
             break;
         case Rule::Allgatherv:
             for (int i = 0; i < size; ++i) {
                 const SideSignature expected = side_signature(call.recvcounts[i], call.recvtype);
-                if (!signatures_match(expected, all[static_cast<std::size_t>(i)].send)) {
-                    note(i, false, expected, all[static_cast<std::size_t>(i)].send);
+                if (!signatures_match(digest(expected), all[static_cast<std::size_t>(i)].send)) {
+                    note(i, false, expected, with_names(all[static_cast<std::size_t>(i)].send, {}));
                 }
             }
             break;
@@ -242,6 +283,17 @@ Verdict local_verdict(const CollectiveCall& call, const CommunicatorRecord& comm
             break;
     }
     return v;
+}
+
+void name_peer_sides(Rule rule, std::vector<Verdict>& verdicts, const std::vector<CheckRecord>& all) {
+    if (needs_transpose(rule)) return;  // what a peer sends to each process travelled with its names
+    for (Verdict& v : verdicts) {
+        for (int k = 0; k < std::min(v.mismatches, 2); ++k) {
+            PeerMismatch& m = v.first[k];
+            const CheckRecord& peer = all[static_cast<std::size_t>(m.peer)];
+            m.theirs = with_names(digest(m.theirs), m.this_is_root != 0 ? peer.recv : peer.send);
+        }
+    }
 }
 
 std::string verdict_headline(const CheckRecord& first, const std::vector<Verdict>& verdicts) {

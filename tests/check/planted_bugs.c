@@ -10,6 +10,11 @@
  *   ibcast      a non-blocking broadcast of MPI_INT received as MPI_DOUBLE
  *   op          MPI_Allreduce with MPI_SUM on process 0, MPI_MAX elsewhere
  *   constructor process 0 duplicates the world communicator, the others split it
+ *   gather      process 1 sends 3 ints to a root that expects 2 from each process
+ *   scatter     process 1 receives one contiguous type of 2 doubles where the root sends 2 ints
+ *   allgather   process 1 sends 2 floats where every process expects 2 ints
+ *   scatterv    the root sends 3 ints to process 1, which expects 2
+ *   reduce_scatter  process 1 passes other recvcounts than the rest
  *   return      the type mismatch with MPI_ERRORS_RETURN on the world: every process gets the error code, prints it
  *               and goes on (exit 0) */
 #include <mpi.h>
@@ -93,6 +98,46 @@ int main(int argc, char** argv) {
         else
             MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &made);
         MPI_Comm_free(&made);
+    } else if (strcmp(bug, "gather") == 0) {
+        int* all = calloc((size_t)(3 * size), sizeof(int));
+        MPI_Gather(ints, rank == 1 ? 3 : 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD);
+        free(all);
+    } else if (strcmp(bug, "scatter") == 0) {
+        MPI_Datatype pair;
+        MPI_Type_contiguous(2, MPI_DOUBLE, &pair);
+        MPI_Type_commit(&pair);
+        double doubles[2];
+        int* all = calloc((size_t)(2 * size), sizeof(int));
+        if (rank == 1)
+            MPI_Scatter(all, 2, MPI_INT, doubles, 1, pair, 0, MPI_COMM_WORLD);
+        else
+            MPI_Scatter(all, 2, MPI_INT, out, 2, MPI_INT, 0, MPI_COMM_WORLD);
+        free(all);
+        MPI_Type_free(&pair);
+    } else if (strcmp(bug, "allgather") == 0) {
+        int* all = calloc((size_t)(2 * size), sizeof(int));
+        MPI_Allgather(rank == 1 ? (void*)floats : (void*)ints, 2, rank == 1 ? MPI_FLOAT : MPI_INT, all, 2, MPI_INT,
+                      MPI_COMM_WORLD);
+        free(all);
+    } else if (strcmp(bug, "scatterv") == 0) {
+        int* counts = calloc((size_t)size, sizeof(int));
+        int* displs = calloc((size_t)size, sizeof(int));
+        for (int r = 0; r < size; ++r) {
+            counts[r] = r == 1 ? 3 : 2;
+            displs[r] = 3 * r;
+        }
+        int* all = calloc((size_t)(3 * size), sizeof(int));
+        MPI_Scatterv(all, counts, displs, MPI_INT, out, 2, MPI_INT, 0, MPI_COMM_WORLD);
+        free(counts);
+        free(displs);
+        free(all);
+    } else if (strcmp(bug, "reduce_scatter") == 0) {
+        int* counts = calloc((size_t)size, sizeof(int));
+        for (int r = 0; r < size; ++r) counts[r] = rank == 1 && r == 0 ? 2 : 1;
+        int* all = calloc((size_t)(2 * size), sizeof(int));
+        MPI_Reduce_scatter(all, out, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        free(counts);
+        free(all);
     } else if (strcmp(bug, "return") == 0) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         int rc = rank == 0 ? MPI_Bcast(ints, 4, MPI_INT, 0, MPI_COMM_WORLD)
