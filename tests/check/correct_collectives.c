@@ -185,12 +185,16 @@ static void blocking_collectives(MPI_Comm comm) {
     MPI_Scan(&me, &sum, 1, MPI_INT, MPI_SUM, comm);
     EXPECT(sum == me * (me + 1) / 2);
     MPI_Exscan(&me, &sum, 1, MPI_INT, MPI_SUM, comm);
-    int* block = malloc(sizeof(int) * 2 * (size_t)n);
-    for (int i = 0; i < 2 * n; ++i) block[i] = 1;
-    int out[2];
+    /* Reduce_scatter's blocks are counts[r] = r + 1 elements: n (n + 1) / 2 in all, at most n on one process. */
+    const int block_total = n * (n + 1) / 2 > 2 * n ? n * (n + 1) / 2 : 2 * n;
+    int* block = malloc(sizeof(int) * (size_t)block_total);
+    for (int i = 0; i < block_total; ++i) block[i] = 1;
+    int* out = malloc(sizeof(int) * (size_t)(n > 2 ? n : 2)); /* 2 from the block call, up to n from the other */
     MPI_Reduce_scatter_block(block, out, 2, MPI_INT, MPI_SUM, comm);
     EXPECT(out[1] == n);
-    MPI_Reduce_scatter(block, out, counts, MPI_INT, MPI_SUM, comm) == MPI_SUCCESS ? (void)0 : (void)0;
+    MPI_Reduce_scatter(block, out, counts, MPI_INT, MPI_SUM, comm);
+    EXPECT(out[me] == n);
+    free(out);
     free(block);
     free(counts);
     free(displs);

@@ -48,12 +48,18 @@ case "$flavour" in
     #                              ranks (kept), which the watchdog, not the instrumented code, ends
     #   hang_exit_status_*         mpirun's and the launcher's exit status under settings that ignore exit codes: the
     #                              launchers' behaviour, not instrumented code (hang_leader/hang_upper keep the report)
+    #   check_launch_*, check_hpcc_*, check_mpi4py_*, check_fortran_*  the checking library preloaded by
+    #                              `lockstep launch --check` (which names the library alone), into hpcc or Python (not
+    #                              instrumented: their own leaks would be reported), or into the Fortran programs
+    #                              (whose test reads the library's symbols from the path it preloads); the other
+    #                              check_* tests preload it here after the ASan runtime (check/meson.build)
     #   <name>_np4                 where <name>_np2 or <name>_np3 runs too: the same code on one more rank
     #                              (fewer_ranks=1 below); tests that exist only on 4 ranks stay
     # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
     suites=(--suite unit --suite mpi --suite fuzz)
     exclude=(format format_gate layers docs_paths test_summary exported_symbols c_api_abi install_and_pkgconfig
-      'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*')
+      'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*'
+      'check_launch_*' 'check_hpcc_*' 'check_mpi4py_*' 'check_fortran_*')
     include=()
     fewer_ranks=1
     # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests
