@@ -146,14 +146,14 @@ bool has_period(const std::vector<TypeRun>& runs, std::uint64_t length, std::uin
     std::uint64_t skip = d;
     while (skip >= runs[b].count) skip -= runs[b++].count;
     std::uint64_t b_left = runs[b].count - skip;
-    std::uint64_t todo = length - d;
-    while (todo > 0) {
+    std::uint64_t remaining = length - d;
+    while (remaining > 0) {
         if (runs[a].basic != runs[b].basic) return false;
-        const std::uint64_t step = std::min({a_left, b_left, todo});
-        todo -= step;
+        const std::uint64_t step = std::min({a_left, b_left, remaining});
+        remaining -= step;
         a_left -= step;
         b_left -= step;
-        if (todo == 0) break;
+        if (remaining == 0) break;
         if (a_left == 0) a_left = runs[++a].count;
         if (b_left == 0) b_left = runs[++b].count;
     }
