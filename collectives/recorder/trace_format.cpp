@@ -222,12 +222,20 @@ RankRecord read_snapshot(const json& snapshot) {
         call.kind = text_at(recorded, "kind", "collective");
         call.nonblocking = field_at(recorded, "nonblocking") == json(true);
         call.issued = *issued + record.offset;
+        // The end of its slice: completed (blocking) or waited for (non-blocking; completed if never waited for);
+        // the snapshot for a call in flight; the last time recorded for a call that failed before completing.
         const auto completed = number_at(recorded, "completed_us");
         const auto waited = number_at(recorded, "waited_us");
-        call.in_flight = !completed || text_at(recorded, "outcome") == "in_flight";
+        const std::string outcome = text_at(recorded, "outcome");
+        call.in_flight = outcome == "in_flight" || (outcome.empty() && !completed);
         std::optional<double> end = call.nonblocking && waited ? waited : completed;
-        if (call.in_flight && !(call.nonblocking && completed)) end.reset();
-        call.end = std::max(call.issued, end ? *end + record.offset : record.snapshot_us);
+        if (call.in_flight && !(call.nonblocking && completed)) {
+            end = record.snapshot_us - record.offset;
+        } else if (!end) {
+            end = std::max({*issued, number_at(recorded, "signature_us").value_or(*issued),
+                            number_at(recorded, "payload_us").value_or(*issued)});
+        }
+        call.end = std::max(call.issued, *end + record.offset);
         if (call.collective()) {
             auto& highest = record.highest_seq[call.comm_key];
             highest = std::max(highest, call.seq);
@@ -521,7 +529,7 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
             return a.ts < b.ts || (a.ts == b.ts && a.order < b.order);
         });
         for (Event& e : events) trace_events.push_back(std::move(e.body));
-        snapshots.push_back(record.snapshot);
+        snapshots.push_back(std::move(record.snapshot));
     }
 
     json collective_list = json::array();

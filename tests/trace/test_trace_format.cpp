@@ -290,6 +290,20 @@ BOOST_AUTO_TEST_CASE(a_call_in_flight_ends_at_its_ranks_snapshot_and_names_who_n
     BOOST_TEST(collectives[2]["arrivals"][1]["in_flight"] == true);
 }
 
+BOOST_AUTO_TEST_CASE(a_call_that_failed_ends_at_its_last_recorded_time_with_its_error) {
+    const std::vector<int> world = {0};
+    json failed = call({.seq = 1, .issued_us = T, .error = "SignatureMismatchError"});
+    failed["payload_us"] = T + 40;
+    const json trace =
+        merge_trace({snapshot(0, "node1", T + 1000, json::array({communicator(0, "world", world, 0, 1)}), {failed})},
+                    {.reason = "error"});
+    const std::vector<json> slices = events(trace, "X");
+    BOOST_REQUIRE(slices.size() == 1u);
+    BOOST_TEST(slices[0]["dur"] == 40.0);  // not until the snapshot
+    BOOST_TEST(slices[0]["args"]["outcome"] == "error");
+    BOOST_TEST(slices[0]["args"]["error"] == "SignatureMismatchError");
+}
+
 BOOST_AUTO_TEST_CASE(ts_never_decreases_on_a_track) {
     for (const json& trace : {merge_trace(three_ranks(), kContext),
                               merge_trace(lockstep::trace_test::sample_job({.ranks = 5}), kContext)}) {
