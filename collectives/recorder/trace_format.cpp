@@ -15,8 +15,6 @@
 //    arriver's slice to the waiting member's slice, one flow ("s" then "f", its own id) per waiting member.
 // 4. A rank's events are written in time order (metadata first), so that ts never decreases on any of its tracks.
 
-#include "../rank_groups.hpp"
-
 #include <lockstep/base/file_descriptor.hpp>
 #include <lockstep/base/rank_groups.hpp>
 #include <lockstep/errors.hpp>
@@ -58,7 +56,7 @@ std::optional<double> number_at(const json& object, const char* key) {
 
 std::int64_t integer_at(const json& object, const char* key, std::int64_t fallback) {
     const auto value = number_at(object, key);
-    return value ? static_cast<std::int64_t>(*value) : fallback;
+    return value && std::abs(*value) < 9e18 ? static_cast<std::int64_t>(*value) : fallback;
 }
 
 std::string text_at(const json& object, const char* key, std::string fallback = {}) {
@@ -124,6 +122,11 @@ std::string iso_now() {
     std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
     return text;
 }
+
+// Bounds on rank numbers: a snapshot of a higher rank is left out, and the job's size guessed from the communicators'
+// members stays below the second, so that a malformed number cannot turn into millions of missing ranks.
+constexpr std::int64_t kMostRanks = 1 << 24;
+constexpr int kMostRanksGuessed = 1 << 16;
 
 // One recorded call on the merged clock, with what the merge learns about it.
 struct Call {
@@ -194,7 +197,9 @@ RankRecord read_snapshot(const json& snapshot) {
             comm.size = integer_at(c, "size", 0);
             if (world_ranks.is_array()) {
                 for (const json& r : world_ranks) {
-                    if (r.is_number_integer()) comm.world_ranks.push_back(r.get<int>());
+                    if (r.is_number_integer() && r.get<std::int64_t>() >= 0 && r.get<std::int64_t>() < kMostRanks) {
+                        comm.world_ranks.push_back(r.get<int>());
+                    }
                 }
             }
             record.communicator_keys.insert(comm.key);
@@ -327,6 +332,17 @@ void assign_lanes(RankRecord& record) {
     }
 }
 
+// "train.cpp:88 (train_step)": as symbolised by the rank, else from the file, line and function recorded.
+std::string call_site(const json& recorded) {
+    std::string site = text_at(recorded, "site");
+    if (site.empty() && !text_at(recorded, "file").empty()) {
+        site = fmt::format("{}:{}", text_at(recorded, "file"), integer_at(recorded, "line", 0));
+        if (const std::string function = text_at(recorded, "function"); !function.empty())
+            site += " (" + function + ")";
+    }
+    return site;
+}
+
 json relative(const json& recorded, const char* key, double shift) {
     const auto value = number_at(recorded, key);
     return value ? json(rounded(*value + shift)) : json(nullptr);
@@ -350,7 +366,7 @@ json slice_args(const Call& call, double origin, double offset) {
         {"peer", integer_at(r, "peer", -1)},
         {"tag", integer_at(r, "tag", 0)},
         {"step", integer_at(r, "step", 0)},
-        {"site", text_at(r, "site")},
+        {"site", call_site(r)},
         {"outcome", call.in_flight ? std::string("in_flight") : text_at(r, "outcome", "ok")},
         {"issued_us", rounded(call.issued - origin)},
         {"signature_us", relative(r, "signature_us", shift)},
@@ -410,8 +426,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
     std::set<int> seen;
     for (const json& snapshot : ranks) {
         if (!snapshot.is_object()) continue;
-        const int rank = static_cast<int>(integer_at(snapshot, "rank", -1));
-        if (rank < 0 || !seen.insert(rank).second) continue;
+        const std::int64_t rank = integer_at(snapshot, "rank", -1);
+        if (rank < 0 || rank >= kMostRanks || !seen.insert(static_cast<int>(rank)).second) continue;
         records.push_back(read_snapshot(snapshot));
     }
     std::sort(records.begin(), records.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
@@ -424,14 +440,15 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
     }
     if (!std::isfinite(origin)) origin = 0;
 
+    // The job's size; guessed from the snapshots when not given.
     int expected = context.expected_ranks;
     if (expected <= 0) {
         for (const RankRecord& record : records) {
-            expected = std::max(expected, record.rank + 1);
             for (const auto& [id, comm] : record.communicators) {
-                for (const int w : comm.world_ranks) expected = std::max(expected, w + 1);
+                for (const int w : comm.world_ranks) expected = std::max(expected, std::min(w + 1, kMostRanksGuessed));
             }
         }
+        for (const RankRecord& record : records) expected = std::max(expected, record.rank + 1);
     }
     std::vector<int> missing;
     for (int r = 0; r < expected; ++r) {
@@ -610,7 +627,7 @@ RankState rank_state(const json& snapshot, std::int64_t comm) {
         return state;
     }
     state.text += fmt::format("; in flight {} #{}", text_at(*flight, "op"), integer_at(*flight, "seq", 0));
-    if (const std::string site = text_at(*flight, "site"); !site.empty()) state.text += " at " + site;
+    if (const std::string site = call_site(*flight); !site.empty()) state.text += " at " + site;
     if (in_flight > 1) state.text += fmt::format(" (+{} more in flight)", in_flight - 1);
     state.for_us = std::max(0.0, snapshot_us - number_at(*flight, "issued_us").value_or(snapshot_us));
     return state;

@@ -343,12 +343,15 @@ BOOST_AUTO_TEST_CASE(broken_snapshots_are_left_out_not_fatal) {
     ranks.push_back({{"host", "x"}});                                 // no rank
     ranks.push_back(snapshot(0, "elsewhere", T, json::array(), {}));  // rank 0 again: the first one is kept
     ranks.push_back({{"rank", 3}, {"calls", "none"}, {"communicators", 7}});
+    ranks.push_back({{"rank", 1e15}});  // no such rank: left out, and no billions of missing ranks
+    ranks[0]["communicators"].push_back(communicator(5, "odd", {0, 2000000000}, 0, 0));
     ranks[2]["calls"].push_back({{"op", "allreduce"}});  // no issued time
     ranks[2]["calls"].push_back(call({.seq = 9, .issued_us = T + 19000, .file = "bad\xff.cpp"}));
     const json trace = merge_trace(ranks, kContext);
     BOOST_TEST(trace["lockstep"]["ranks"].size() == 4u);
     BOOST_TEST(trace["lockstep"]["missing_ranks"].empty());
     BOOST_TEST(trace["lockstep"]["ranks"][0]["host"] == "node1");
+    BOOST_TEST(merge_trace(ranks, {})["lockstep"]["missing_ranks"].size() <= 1u << 16);
     TemporaryDirectory dir;
     BOOST_CHECK_NO_THROW(write_trace(dir.path / "broken.json", trace));  // invalid UTF-8 replaced, not thrown
     BOOST_TEST(json::parse(read_file(dir.path / "broken.json"))["traceEvents"].is_array());
