@@ -1,6 +1,7 @@
 // The jobs of dumps_test.py, each of which leaves a trace file for the test to read.
 //
-//   trace_job straggler R   20 allreduces; rank R sleeps 30 ms before each one, so it arrives last every time.
+//   trace_job straggler R   20 allreduces; rank R sleeps 30 ms before each one, so it arrives last every time (and
+//                           before lockstep's own collectives at start-up and at finalize too).
 //   trace_job loop DIR      allreduces until the file DIR/stop appears (rank 0 looks, and every rank learns it in
 //                           the next allreduce); rank 0 creates DIR/ready after the first one. Every result is
 //                           checked; prints "rank R: N iterations, results ok".
@@ -19,17 +20,23 @@
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     lockstep::ScopedRuntime rt;
+    const auto straggle = [&](int late) {
+        if (mode == "straggler" && rt->identity().rank == late)
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    };
+    const int late = mode == "straggler" && argc > 2 ? std::stoi(argv[2]) : -1;
+    straggle(late);  // lockstep's start-up checks run as the world communicator is made
     auto& comm = lockstep::Communicator::world();
     const int me = comm.rank();
     const int n = comm.size();
     if (mode == "straggler") {
-        const int late = argc > 2 ? std::stoi(argv[2]) : n - 1;
         lockstep::Tensor x = lockstep::Tensor::ones({64});
         for (int step = 0; step < 20; ++step) {
-            if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            straggle(late);
             comm.allreduce_(x, lockstep::ReduceOp::Mean);
         }
         std::printf("rank %d done\n", me);
+        straggle(late);  // and lockstep's check at finalize
         return 0;
     }
     if (mode == "loop") {

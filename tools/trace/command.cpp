@@ -114,10 +114,15 @@ std::vector<d::Endpoint> job_ranks(const d::PublishedJob& job) {
     return local;
 }
 
+// In trace_dir (created if missing, as the job's own dumps do), else the working directory.
 std::filesystem::path default_output() {
     const std::string name = d::trace_file_name("demand", std::time(nullptr), ::getpid());
     try {
-        if (const auto& dir = config().trace_dir) return std::filesystem::path(*dir) / name;
+        if (const auto& dir = config().trace_dir) {
+            std::error_code ec;
+            std::filesystem::create_directories(*dir, ec);
+            return std::filesystem::path(*dir) / name;
+        }
     } catch (const Error&) {
         // a malformed setting: the working directory
     }
