@@ -192,6 +192,7 @@ std::string bash_completion(const CLI::App& app) {
             }
         }
         std::string operands = sub->get_name() == "help" ? joined(command_names(app), " ") : "";
+        if (sub->get_name() == "trace") operands = "list show";  // its actions, a positional of free words
         for (const CLI::Option* opt : sub->get_options([](const CLI::Option* o) { return o->get_positional(); })) {
             if (const std::string words = accepted_words(opt); !words.empty()) {
                 operands += (operands.empty() ? "" : " ") + words;

@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 FAILURES = []
-COMMANDS = ["hostcheck", "launch", "config", "env", "test", "help", "version", "completion"]
+COMMANDS = ["hostcheck", "launch", "config", "env", "test", "trace", "help", "version", "completion"]
 
 
 def check(ok, what):
@@ -143,6 +143,7 @@ def case_completion(lockstep, script, _):
     check(complete(script, ["lockstep", "launch", "--launcher", "op"]) == ["openmpi"], "an option's accepted words")
     check(complete(script, ["lockstep", "env", "--color", ""]) == ["auto", "always", "never"], "env --color words")
     check(complete(script, ["lockstep", "help", "con"]) == ["config"], "help completes command names")
+    check(complete(script, ["lockstep", "trace", "s"]) == ["show"], "trace completes its actions")
     check(
         complete(script, ["lockstep", "launch", "-n", "2", "./train", "--de"]) == [],
         "the launched program's own options are left alone",

@@ -45,8 +45,9 @@ def environment(tmp, **extra):
 
 
 def run(args, env, limit=JOB_LIMIT):
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -88,22 +89,54 @@ def case_exit(lockstep, mpirun, program, np, validator):
     with tempfile.TemporaryDirectory() as tmp:
         env = environment(tmp)
         file = os.path.join(tmp, "straggler.json")
-        code, out, err = run([lockstep, "launch", "-n", str(np), "--oversubscribe", "--trace", file, "--",
-                              program, "straggler", str(late)], env)
+        code, out, err = run(
+            [
+                lockstep,
+                "launch",
+                "-n",
+                str(np),
+                "--oversubscribe",
+                "--trace",
+                file,
+                "--",
+                program,
+                "straggler",
+                str(late),
+            ],
+            env,
+        )
         print(out + err)
         check(code == 0, f"the job exits 0 (got {code})")
         trace = check_trace(file, np, validator, straggler=late)
         if trace is not None:
             summary = open(file + ".txt").read()
             print(summary)
-            check(re.search(rf"\brank {late} was last in \d+ of \d+ collectives", summary) is not None,
-                  f"the summary names rank {late} as the last to arrive")
+            check(
+                re.search(rf"\brank {late} was last in \d+ of \d+ collectives", summary) is not None,
+                f"the summary names rank {late} as the last to arrive",
+            )
             check(trace["lockstep"].get("reason") == "exit", "the reason is exit")
         # Relative --trace: made absolute by launch, so the file lands where launch ran.
-        code, out, err = run([lockstep, "launch", "-n", "2", "--oversubscribe", "--trace", "rel.json", "--dry-run",
-                              "--", program, "straggler"], env)
-        check(f"LOCKSTEP_TRACE_FILE={os.path.join(os.getcwd(), 'rel.json')}" in out,
-              "launch --trace forwards an absolute LOCKSTEP_TRACE_FILE")
+        code, out, err = run(
+            [
+                lockstep,
+                "launch",
+                "-n",
+                "2",
+                "--oversubscribe",
+                "--trace",
+                "rel.json",
+                "--dry-run",
+                "--",
+                program,
+                "straggler",
+            ],
+            env,
+        )
+        check(
+            f"LOCKSTEP_TRACE_FILE={os.path.join(os.getcwd(), 'rel.json')}" in out,
+            "launch --trace forwards an absolute LOCKSTEP_TRACE_FILE",
+        )
 
 
 def ask(endpoint, line, limit=10.0):
@@ -130,9 +163,14 @@ def case_demand(lockstep, mpirun, program, np, validator):
         env = environment(tmp)
         stop_dir = os.path.join(tmp, "flags")
         os.makedirs(stop_dir)
-        job = subprocess.Popen([lockstep, "launch", "-n", str(np), "--oversubscribe", "--", program, "loop",
-                                stop_dir], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+        job = subprocess.Popen(
+            [lockstep, "launch", "-n", str(np), "--oversubscribe", "--", program, "loop", stop_dir],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 60
             while not os.path.exists(os.path.join(stop_dir, "ready")) and time.monotonic() < deadline:
@@ -181,8 +219,10 @@ def case_demand(lockstep, mpirun, program, np, validator):
                 check("calls" in snapshot and "clock_us" in snapshot, "TRACE with the key: a snapshot and clock_us")
                 answer = ask(endpoint, f"PEERS {endpoint['key']}\n")
                 peers = json.loads(answer).get("peers", []) if answer.strip() else []
-                check(sorted(p["world_rank"] for p in peers) == list(range(np)) and all("key" in p for p in peers),
-                      "PEERS with the key: every rank's endpoint and key")
+                check(
+                    sorted(p["world_rank"] for p in peers) == list(range(np)) and all("key" in p for p in peers),
+                    "PEERS with the key: every rank's endpoint and key",
+                )
                 wrong = "0" * len(endpoint["key"])
                 check(ask(endpoint, f"TRACE {wrong}\n", limit=3) == "", "TRACE with a wrong key: no answer")
                 check(ask(endpoint, f"PEERS {wrong}\n", limit=3) == "", "PEERS with a wrong key: no answer")
@@ -262,8 +302,10 @@ def case_bad_input(lockstep, mpirun, program, np, validator):
         with open(os.path.join(stale, "rank-0.json"), "w") as f:
             json.dump({"host": "127.0.0.1", "port": 1, "pid": dead.pid, "world_rank": 0, "key": "00" * 16}, f)
         code, out, err = run([lockstep, "trace"], env, limit=30)
-        check(code == 1 and "no running lockstep job" in err and not os.path.exists(stale),
-              "a stale job directory is removed")
+        check(
+            code == 1 and "no running lockstep job" in err and not os.path.exists(stale),
+            "a stale job directory is removed",
+        )
         code, out, err = run([lockstep, "trace", "bogus"], env, limit=30)
         check(code == 2, "an unknown action is a usage error")
         code, out, err = run([lockstep, "trace", "show"], env, limit=30)
@@ -273,8 +315,13 @@ def case_bad_input(lockstep, mpirun, program, np, validator):
 def main():
     case, lockstep, mpirun, program, np = sys.argv[1:6]
     validator = sys.argv[6] if len(sys.argv) > 6 else None
-    cases = {"exit": case_exit, "demand": case_demand, "hang": case_hang, "mismatch": case_mismatch,
-             "bad_input": case_bad_input}
+    cases = {
+        "exit": case_exit,
+        "demand": case_demand,
+        "hang": case_hang,
+        "mismatch": case_mismatch,
+        "bad_input": case_bad_input,
+    }
     cases[case](lockstep, mpirun, program, int(np), validator)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
