@@ -158,6 +158,25 @@ def ask(endpoint, line, limit=10.0):
         return got.decode(errors="replace")
 
 
+def ask_slowly(endpoint, line, pause=1.5):
+    """Asks with a small receive buffer and reads only after `pause`: the server must keep a large answer going past
+    its deadline for requests (500 ms)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    with s:
+        s.connect((endpoint["host"], endpoint["port"]))
+        s.sendall(line.encode())
+        time.sleep(pause)
+        got = b""
+        while not got.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        return got.decode(errors="replace")
+
+
 def case_demand(lockstep, mpirun, program, np, validator):
     with tempfile.TemporaryDirectory() as tmp:
         env = environment(tmp)
@@ -217,6 +236,11 @@ def case_demand(lockstep, mpirun, program, np, validator):
                 answer = ask(endpoint, f"TRACE {endpoint['key']}\n")
                 snapshot = json.loads(answer) if answer.strip() else {}
                 check("calls" in snapshot and "clock_us" in snapshot, "TRACE with the key: a snapshot and clock_us")
+                slow = ask_slowly(endpoint, f"TRACE {endpoint['key']}\n")
+                check(
+                    len(slow) > 65536 and slow.endswith("\n") and "calls" in json.loads(slow),
+                    f"a large TRACE answer ({len(slow)} bytes) read slowly arrives whole",
+                )
                 answer = ask(endpoint, f"PEERS {endpoint['key']}\n")
                 peers = json.loads(answer).get("peers", []) if answer.strip() else []
                 check(
