@@ -1073,6 +1073,8 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"cuda_aware: false", "API argument"},
         {"staging_chunk_bytes: 64.00 KiB", path + ":3:22"},
         {"watchdog_host: node7", environment_label(env_names::watchdog_host)},
+        {"trace_file: none", "default"},
+        {"trace_dir: .", "default"},
         {"shm: auto", "default"},
         {"shm_arena_size: auto", "default"},
         {"shm_threshold: 64.00 KiB", "default"},
