@@ -19,6 +19,7 @@ SCRIPT = os.path.join(ROOT, "tools", "trace", "trace_show.py")
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(SCRIPT)]
 import synthetic_trace  # noqa: E402
 import trace_show  # noqa: E402
+from picture_pixels import pale_blue_pixels, red_pixels  # noqa: E402
 
 failures = []
 
@@ -43,25 +44,6 @@ def read_png(path):
     with open(path, "rb") as f:
         magic = f.read(8)
     return magic, image.imread(path)
-
-
-def band_of(img, layout, rank):
-    """Rank's row of the picture, inside the axes (the legend beside them has red too)."""
-    top, bottom = layout["rows"][rank]
-    left, right = layout["columns"]
-    return img[top:bottom, left:right, :3]
-
-
-def red_pixels(img, layout, rank):
-    band = band_of(img, layout, rank)
-    return int(np.sum((band[..., 0] > 0.8) & (band[..., 1] < 0.15) & (band[..., 2] < 0.15)))
-
-
-def pale_blue_pixels(img, layout, rank):
-    """The allreduce colour (#1f77b4) washed out under white: a waiting part."""
-    band = band_of(img, layout, rank)
-    pale = np.array([0x1F, 0x77, 0xB4]) / 255.0 * (1 - trace_show.WAIT_ALPHA) + trace_show.WAIT_ALPHA
-    return int(np.sum(np.all(np.abs(band - pale) < 0.04, axis=2)))
 
 
 with tempfile.TemporaryDirectory() as tmp:
