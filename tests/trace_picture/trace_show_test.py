@@ -3,7 +3,7 @@ red in the straggler's row only and the washed-out waits in the others; --calls 
 picture marks the rank that waits least; a trace read from its traceEvents alone draws too; bad inputs exit 2 and an
 unwritable picture exits 1, each with a one-line message naming the path.
 
-Usage: trace_show_test.py SOURCE_ROOT [TRACE_FILE]   (TRACE_FILE: a trace the library wrote, drawn as well)"""
+Usage: trace_show_test.py SOURCE_ROOT [SAMPLE_TRACE]   (tests/trace/sample_trace: its files are drawn too)"""
 
 import json
 import os
@@ -65,15 +65,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(again.shape == img.shape and np.array_equal(again, img), "render() draws what the command line draws")
     straggler_red = red_pixels(img, layout, synthetic_trace.STRAGGLER)
     check(straggler_red > 300, f"the straggler's row shows the last arriver's red ({straggler_red} pixels)")
-    # Rank 0 is last into the non-blocking allreduces that it posts after rank 1 (marked too); ranks 1 and 2 never.
-    for rank in (1, 2):
-        n = red_pixels(img, layout, rank)
-        check(n == 0, f"rank {rank}'s row has no red ({n} pixels)")
+    # Rank 0 is last into the non-blocking allreduces that it posts after rank 1 (marked too); rank 1 never.
+    n = red_pixels(img, layout, 1)
+    check(n == 0, f"rank 1's row has no red ({n} pixels)")
+    # Rank 2, stuck in a receive, never arrives at the allreduce the others are in: its row is framed in red.
+    n = red_pixels(img, layout, synthetic_trace.STUCK)
+    check(n > 300, f"rank 2's row shows that it never arrived ({n} pixels)")
+    groups = trace_show.collectives(trace)
+    check(groups[-1]["absent"] == [synthetic_trace.STUCK] and groups[-1]["last"] is None, "the last allreduce waits")
+    waits = {rank: pale_blue_pixels(img, layout, rank) for rank in range(synthetic_trace.RANKS)}
     for rank in (0, 1, 2):
-        n = pale_blue_pixels(img, layout, rank)
-        check(n > 500, f"rank {rank}'s row shows its waits for the straggler ({n} washed-out pixels)")
-    n = pale_blue_pixels(img, layout, synthetic_trace.STRAGGLER)
-    check(n < 50, f"the straggler's row shows (almost) no waits ({n} washed-out pixels)")
+        check(waits[rank] > 500, f"rank {rank}'s row shows its waits ({waits[rank]} washed-out pixels)")
+    # The straggler waits only in the last allreduce, for rank 2 (in flight: a short stretch of its bar).
+    check(waits[3] < min(waits[r] for r in (0, 1, 2)) / 4, f"the straggler's row shows few waits ({waits[3]} pixels)")
 
     # In flight: ranks 0, 1, 3 in the last allreduce, rank 2 in a receive; hatched and labelled.
     in_flight = [(r["rank"], c["op"]) for r in trace["ranks"] for c in r["calls"] if c["completed"] is None]
@@ -91,6 +95,8 @@ with tempfile.TemporaryDirectory() as tmp:
     window = trace_show.select_window(trace, 5)
     groups = trace_show.collectives(trace)
     check(window[0] == min(groups[-5]["arrivals"].values()), "the window starts at the 5th last collective")
+    small_groups = [g for g in groups[-5:] if g["last"] is not None]
+    check(all(g["last"] == synthetic_trace.STRAGGLER for g in small_groups if g["op"] == "allreduce"), "last arrivers")
 
     # The whole run: rank 3 waits least, its label and strip in red, nobody else's.
     whole = os.path.join(tmp, "whole.png")
@@ -161,6 +167,7 @@ with tempfile.TemporaryDirectory() as tmp:
     ev_layout = trace_show.render(ev_trace, os.path.join(tmp, "events.png"), 10)
     ev_img = image.imread(os.path.join(tmp, "events.png"))
     check(red_pixels(ev_img, ev_layout, 3) > 100, "traceEvents alone: the straggler in red")
+    # Without the snapshots' member lists nobody is known to be absent: rank 2 is not marked.
     check(red_pixels(ev_img, ev_layout, 2) == 0, "traceEvents alone: rank 2 not in red")
 
     # Bad inputs: exit 2, one line, naming the file.
@@ -204,12 +211,25 @@ with tempfile.TemporaryDirectory() as tmp:
         r = run(trace_file, "--output", os.path.join(ro, "t.png"))
         check(r.returncode == 1 and "ermission" in r.stderr, f"a read-only directory: exit 1 ({r.stderr.strip()!r})")
 
-    # A trace the library wrote (when given).
+    # Files that the library's merge_trace and write_trace wrote (tests/trace/sample_trace), with rank 1 as the
+    # straggler: in a job that ends normally and in one that hangs because rank 1 never arrives.
     if len(sys.argv) > 2:
-        real = sys.argv[2]
-        out = os.path.join(tmp, "real.png")
-        r = run(real, "--output", out)
-        check(r.returncode == 0 and os.path.getsize(out) > 10_000, f"{real}: drawn ({r.stderr.strip()})")
+        for extra in ([], ["--no-hang"]):
+            sample = os.path.join(tmp, "sample%s.json" % "".join(extra))
+            subprocess.run(
+                [sys.argv[2], sample, "--straggler", "1", *extra], check=True, timeout=60, capture_output=True
+            )
+            out = sample + ".png"
+            r = run(sample, "--output", out)
+            check(r.returncode == 0 and os.path.getsize(out) > 10_000, f"sample {extra}: drawn ({r.stderr.strip()})")
+            s_trace = trace_show.load_trace(sample)
+            s_layout = trace_show.render(s_trace, out, trace_show.DEFAULT_CALLS)
+            s_img = image.imread(out)
+            n = red_pixels(s_img, s_layout, 1)
+            check(n > 300, f"sample {extra}: the straggler's row in red ({n} pixels)")
+            for rank in (0, 2, 3):
+                n = red_pixels(s_img, s_layout, rank)
+                check(n < 200, f"sample {extra}: rank {rank}'s row (almost) without red ({n} pixels)")
 
 if failures:
     print(f"{len(failures)} checks failed")

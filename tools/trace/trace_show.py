@@ -198,9 +198,20 @@ def _from_trace_events(events, path):
     return out
 
 
+def _members(block):
+    """Communicator id -> the world ranks of its members, as the snapshots list them."""
+    members = {}
+    for snap in block.get("ranks") or []:
+        for comm in snap.get("communicators") or []:
+            if isinstance(comm, dict) and isinstance(comm.get("world_ranks"), list):
+                members.setdefault(comm.get("id"), comm["world_ranks"])
+    return members
+
+
 def load_trace(path):
     """The trace in FILE as {"reason", "job", "missing_ranks", "ranks": [{"rank", "host", "pid", "snapshot", "calls",
-    "profile"}]}, times in microseconds on one clock; raises TraceError saying why FILE is not a lockstep trace."""
+    "profile"}], "members": {comm id: world ranks}}, times in microseconds on one clock; raises TraceError saying
+    why FILE is not a lockstep trace."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -220,10 +231,12 @@ def load_trace(path):
     block = data.get("lockstep")
     if isinstance(block, dict):
         ranks = _from_snapshots(block, path)
+        members = _members(block)
         reason = block.get("reason", other.get("reason", ""))
         missing = block.get("missing_ranks") or []
     elif isinstance(data.get("traceEvents"), list):
         ranks = _from_trace_events(data["traceEvents"], path)
+        members = {}
         reason = other.get("reason", "")
         missing = [int(r) for r in str(other.get("missing_ranks", "")).replace(",", " ").split() if r.isdigit()]
     else:
@@ -234,6 +247,7 @@ def load_trace(path):
         "job": str(other.get("job", "") or ""),
         "missing_ranks": missing,
         "ranks": ranks,
+        "members": members,
     }
 
 
@@ -249,17 +263,38 @@ def _end(call, rank):
 
 
 def collectives(trace):
-    """Each collective (comm, seq) with two or more recorded members: {"key", "arrivals": {rank: issued}, "last"}."""
+    """Each collective (comm, seq) with two or more recorded members, in the order of their last arrival: {"key",
+    "op", "arrivals": {rank: issued}, "last": the last arriver, "last_arrival", "absent": members that never arrived}.
+    A collective still in flight on some member whose communicator lists members without a call in it waits for
+    those: they are "absent" and its "last" is None (the last of the ranks that did arrive kept nobody waiting)."""
     groups = {}
     for rank in trace["ranks"]:
         for call in rank["calls"]:
             if call["kind"] == "collective":
-                groups.setdefault((call["comm"], call["seq"]), {})[rank["rank"]] = call["issued"]
+                group = groups.setdefault(
+                    (call["comm"], call["seq"]), {"op": call["op"], "arrivals": {}, "open": False}
+                )
+                group["arrivals"][rank["rank"]] = call["issued"]
+                group["open"] |= call["completed"] is None
+    present = {r["rank"] for r in trace["ranks"]}
+    members = trace.get("members", {})
     out = []
-    for key, arrivals in groups.items():
-        if len(arrivals) >= 2:
-            last = max(arrivals, key=lambda r: (arrivals[r], r))
-            out.append({"key": key, "arrivals": arrivals, "last": last, "last_arrival": arrivals[last]})
+    for key, group in groups.items():
+        arrivals = group["arrivals"]
+        absent = sorted(set(members.get(key[0], [])) - set(arrivals)) if group["open"] else []
+        absent = [r for r in absent if r in present]
+        if len(arrivals) >= 2 or absent:
+            last = None if absent else max(arrivals, key=lambda r: (arrivals[r], r))
+            out.append(
+                {
+                    "key": key,
+                    "op": group["op"],
+                    "arrivals": arrivals,
+                    "last": last,
+                    "last_arrival": max(arrivals.values()),
+                    "absent": absent,
+                }
+            )
     out.sort(key=lambda g: (g["last_arrival"], g["key"]))
     return out
 
@@ -379,7 +414,8 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
                     late_x.append(left)
                     late_y.append(bottom - 0.06)
                 else:
-                    wait_end = min(group["last_arrival"], c_end)
+                    # With members that never arrived, the whole call so far is waiting.
+                    wait_end = c_end if group["absent"] else min(group["last_arrival"], c_end)
                     if wait_end > call["issued"]:
                         ax.add_patch(
                             Rectangle(
@@ -407,6 +443,37 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
                     zorder=5,
                     annotation_clip=False,
                 )
+    for group in chosen.values():
+        for absent in group["absent"]:
+            # A member the others wait for that never arrived: a red dashed frame from the first arrival on.
+            y, first = row_of[absent], max(min(group["arrivals"].values()), start)
+            ax.add_patch(
+                Rectangle(
+                    (x(first), y - COLLECTIVE_HALF),
+                    x(end) - x(first),
+                    2 * COLLECTIVE_HALF,
+                    facecolor="none",
+                    edgecolor=LATE_COLOUR,
+                    linestyle="--",
+                    linewidth=2.2,
+                    zorder=4,
+                )
+            )
+            late_x.append(x(first))
+            late_y.append(y - COLLECTIVE_HALF - 0.06)
+            ax.annotate(
+                f"never arrived at {group['op']} #{group['key'][1]}",
+                (x(end), y - COLLECTIVE_HALF),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                fontweight="bold",
+                color=LATE_COLOUR,
+                zorder=5,
+                annotation_clip=False,
+            )
     if late_x:
         ax.scatter(late_x, late_y, marker="v", s=46, color=LATE_COLOUR, zorder=5, clip_on=False)
 
@@ -427,6 +494,7 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
     handles += [
         Patch(facecolor="#c6d8ea", edgecolor="#1f77b4", label="pale part: waiting for the last arriver"),
         Line2D([], [], color=LATE_COLOUR, marker="v", linewidth=2.2, label="last arriver"),
+        Line2D([], [], color=LATE_COLOUR, linestyle="--", linewidth=2.2, label="never arrived"),
         Patch(facecolor="white", edgecolor="black", hatch="///", label="in flight"),
     ]
     if any(c["kind"] != "collective" for r in ranks for c in r["calls"]):
