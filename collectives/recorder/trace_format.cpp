@@ -381,12 +381,10 @@ json metadata(std::string_view name, int pid, int tid, json args) {
     return m;
 }
 
-// A flow event's time on a slice (all relative to the origin): `at`, moved into [start, end) so that a viewer binds
-// it to that slice; 1 ns past the start where the slice lasts longer, as a flow event at exactly a slice's start may be
-// read before the slice.
-double inside(double at, double start, double end) {
-    const double nudge = std::min(0.001, (end - start) / 2);
-    return std::clamp(at + nudge, start + nudge, std::max(start + nudge, end - nudge));
+// A flow event's time on a slice [start, end) (relative to the origin): `at` moved inside it, at most `nudge` before
+// its end, so that a viewer binds the event to that slice.
+double inside(double at, double start, double end, double nudge) {
+    return std::max(start, std::min(at, end - nudge));
 }
 
 // The category of a blocking call's slice, by kind; "wait" is the flows'.
@@ -482,12 +480,17 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
         if (!last.last_arriver || last.nonblocking) continue;
         for (const Call* waiting : c.members) {
             if (!waiting->waited_for || waiting->nonblocking) continue;
-            ++flow_id;
+            // 1 ns into the last arriver's slice, as a flow event at exactly a slice's start may be read before the
+            // slice; the end 1 ns later still, as viewers read the events in time order and the start must come first.
             const double at = rounded(last.issued - origin);
-            json start = event("wait", "s", inside(at, at, rounded(last.end - origin)), last.rank, last.lane);
-            json finish =
-                event("wait", "f", inside(at, rounded(waiting->issued - origin), rounded(waiting->end - origin)),
-                      waiting->rank, waiting->lane);
+            const double start_ts = inside(at + 0.001, at, rounded(last.end - origin), 0.001);
+            const double finish_ts =
+                inside(at + 0.002, rounded(waiting->issued - origin), rounded(waiting->end - origin), 0.001);
+            // A waiting member's slice over before the last arrived: the clock offsets are off, the flow not drawn.
+            if (finish_ts < start_ts) continue;
+            ++flow_id;
+            json start = event("wait", "s", start_ts, last.rank, last.lane);
+            json finish = event("wait", "f", finish_ts, waiting->rank, waiting->lane);
             for (json* e : {&start, &finish}) {
                 (*e)["cat"] = "wait";
                 (*e)["id"] = flow_id;
@@ -495,10 +498,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
                     {"comm", last.comm}, {"seq", last.seq}, {"last_arriver", last.rank}, {"waiting", waiting->rank}};
             }
             finish["bp"] = "e";
-            const double start_ts = start["ts"].get<double>();
-            const double finish_ts = finish["ts"].get<double>();
-            events_of[last.rank].push_back({start_ts, 1, std::move(start)});
-            events_of[waiting->rank].push_back({finish_ts, 1, std::move(finish)});
+            events_of[last.rank].push_back({rounded(start_ts), 1, std::move(start)});
+            events_of[waiting->rank].push_back({rounded(finish_ts), 1, std::move(finish)});
         }
     }
 
@@ -758,13 +759,20 @@ std::string trace_summary(const json& merged) {
         lines.push_back(fmt::format("  ... and {} more ranks were last at times", latest.size() - kLateRanksShown));
     }
 
-    // The last few collectives, each rank's arrival after the first.
-    if (!collectives.empty()) lines.push_back("Last collectives (arrival after the first):");
-    const std::size_t shown = std::min(collectives.size(), kLastCollectivesShown);
-    for (std::size_t i = collectives.size() - shown; i < collectives.size(); ++i) {
-        const json& c = collectives[i];
+    // The last few collectives with something to compare (two or more ranks recorded, or one that never arrived),
+    // each rank's arrival after the first.
+    std::vector<const json*> compared;
+    for (const json& c : collectives) {
+        if (array_at(c, "arrivals").size() >= 2 ||
+            (!array_at(c, "arrivals").empty() && !array_at(c, "not_arrived").empty())) {
+            compared.push_back(&c);
+        }
+    }
+    if (!compared.empty()) lines.push_back("Last collectives (arrival after the first):");
+    const std::size_t shown = std::min(compared.size(), kLastCollectivesShown);
+    for (std::size_t i = compared.size() - shown; i < compared.size(); ++i) {
+        const json& c = *compared[i];
         const json& arrivals = array_at(c, "arrivals");
-        if (arrivals.empty()) continue;
         const json last = field_at(c, "last_arriver");
         std::string line = fmt::format("  {} #{} {}: ", text_at(c, "comm_name", "communicator"),
                                        integer_at(c, "seq", 0), text_at(c, "op"));
@@ -784,7 +792,7 @@ std::string trace_summary(const json& merged) {
         } else {
             std::vector<double> offsets;
             for (const json& a : arrivals) offsets.push_back(number_at(a, "late_by_us").value_or(0.0));
-            line += fmt::format("{} ranks, first rank {}, median +{:.2f} ms, last rank {}", arrivals.size(),
+            line += fmt::format("{} ranks, first rank {}, median +{:.2f} ms, latest rank {}", arrivals.size(),
                                 integer_at(arrivals.front(), "rank", -1), median(offsets) / 1e3,
                                 offset_text(arrivals.back()));
         }
