@@ -356,6 +356,20 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
     fig, ax = plt.subplots(figsize=(13, fig_height), dpi=100)
     start, end = window if window else (0.0, 1000.0)
     span = max(end - start, 1.0)
+    # A hang leaves calls in flight long after everything else: then the axis stops a little after the last event and
+    # those calls run off its right edge, their labels saying for how long, so that the calls before stay readable.
+    events = [
+        t
+        for r in ranks
+        for c in r["calls"]
+        for t in (c["issued"], c["completed"])
+        if t is not None and start <= t <= end
+    ]
+    last_event = max(events, default=end)
+    view_end = end
+    if last_event > start and end - last_event > 2 * (last_event - start):
+        view_end = last_event + 0.3 * (last_event - start)
+    view = max(view_end - start, 1.0)
 
     def x(t):
         return (t - start) / 1000.0
@@ -381,7 +395,7 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
                 bottom, height = y - COLLECTIVE_HALF, 2 * COLLECTIVE_HALF
             else:
                 bottom, height = y - P2P_HALF, 2 * P2P_HALF
-            left, width = x(call["issued"]), max((c_end - call["issued"]) / 1000.0, span / 1000.0 / 2000.0)
+            left, width = x(call["issued"]), max((c_end - call["issued"]) / 1000.0, view / 1000.0 / 2000.0)
             in_flight = call["completed"] is None
             used_ops.add(call["op"])
             ax.add_patch(
@@ -433,7 +447,7 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
                 label = f"{call['op']} #{call['seq']} in flight {(c_end - call['issued']) / 1000.0:.1f} ms"
                 ax.annotate(
                     label,
-                    (left + width, bottom),
+                    (min(left + width, x(view_end)), bottom),
                     xytext=(0, 2),
                     textcoords="offset points",
                     ha="right",
@@ -463,7 +477,7 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
             late_y.append(y - COLLECTIVE_HALF - 0.06)
             ax.annotate(
                 f"never arrived at {group['op']} #{group['key'][1]}",
-                (x(end), y - COLLECTIVE_HALF),
+                (x(min(end, view_end)), y - COLLECTIVE_HALF),
                 xytext=(0, 2),
                 textcoords="offset points",
                 ha="right",
@@ -477,11 +491,12 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
     if late_x:
         ax.scatter(late_x, late_y, marker="v", s=46, color=LATE_COLOUR, zorder=5, clip_on=False)
 
-    ax.set_xlim(0, span / 1000.0 * 1.02)
+    ax.set_xlim(0, view / 1000.0 * (1.02 if view_end == end else 1.0))
     ax.set_ylim(len(ranks) - 0.4 if ranks else 0.6, -0.6)
     ax.set_yticks(range(len(ranks)))
     ax.set_yticklabels([_row_label(r) for r in ranks])
-    ax.set_xlabel("ms from the window's start")
+    cut = "" if view_end == end else f" (calls in flight go on to the snapshot at {span / 1000.0:.0f} ms)"
+    ax.set_xlabel("ms from the window's start" + cut)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6, zorder=0)
     ax.set_axisbelow(True)
     shown = len(chosen)
