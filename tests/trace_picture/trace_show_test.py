@@ -95,6 +95,7 @@ with tempfile.TemporaryDirectory() as tmp:
     window = trace_show.select_window(trace, 5)
     groups = trace_show.collectives(trace)
     check(window[0] == min(groups[-5]["arrivals"].values()), "the window starts at the 5th last collective")
+    check(small["view_ms"] == small["window_ms"], "a short tail in flight leaves the axis whole")
     small_groups = [g for g in groups[-5:] if g["last"] is not None]
     check(all(g["last"] == synthetic_trace.STRAGGLER for g in small_groups if g["op"] == "allreduce"), "last arrivers")
 
@@ -225,6 +226,10 @@ with tempfile.TemporaryDirectory() as tmp:
             s_trace = trace_show.load_trace(sample)
             s_layout = trace_show.render(s_trace, out, trace_show.DEFAULT_CALLS)
             s_img = image.imread(out)
+            # The hang's calls in flight last 2 s after 30 ms of steps: the axis stops after the last event.
+            hang = not extra
+            cut = s_layout["view_ms"] < s_layout["window_ms"] / 5
+            check(cut == hang, f"sample {extra}: axis {s_layout['view_ms']:.0f} of {s_layout['window_ms']:.0f} ms")
             n = red_pixels(s_img, s_layout, 1)
             check(n > 300, f"sample {extra}: the straggler's row in red ({n} pixels)")
             for rank in (0, 2, 3):

@@ -342,7 +342,8 @@ def _row_label(rank):
 
 def render(trace, output, calls=DEFAULT_CALLS, title=None):
     """Draws the timeline of the last `calls` collectives of `trace` (load_trace's value) into the PNG `output`.
-    Returns what it drew: {"collectives": how many, "window_ms": the window's length, and where the rows lie in the
+    Returns what it drew: {"collectives": how many, "window_ms": the window's length, "view_ms": the axis's length
+    (shorter when calls in flight run off its edge), and where the rows lie in the
     picture ("rows", "columns": see _rows_in_pixels)}."""
     window = select_window(trace, calls)
     groups = collectives(trace)
@@ -518,7 +519,12 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
         handles.append(Patch(facecolor="#cccccc", label="lower lane: non-blocking"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    layout = {"collectives": len(chosen), "window_ms": span / 1000.0, **_rows_in_pixels(fig, ax, ranks)}
+    layout = {
+        "collectives": len(chosen),
+        "window_ms": span / 1000.0,
+        "view_ms": view / 1000.0,
+        **_rows_in_pixels(fig, ax, ranks),
+    }
     _save(fig, output)
     return layout
 
