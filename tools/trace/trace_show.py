@@ -444,20 +444,8 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
                             )
                         )
             if in_flight:
-                # Above the bar (the gap between rows), ending where the bar ends: calls in flight end at the right.
                 label = f"{call['op']} #{call['seq']} in flight {(c_end - call['issued']) / 1000.0:.1f} ms"
-                ax.annotate(
-                    label,
-                    (min(left + width, x(view_end)), bottom),
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="right",
-                    va="bottom",
-                    fontsize=8,
-                    fontweight="bold",
-                    zorder=5,
-                    annotation_clip=False,
-                )
+                _label_above(ax, label, min(left + width, x(view_end)), bottom, "black")
     for group in chosen.values():
         for absent in group["absent"]:
             # A member the others wait for that never arrived: a red dashed frame from the first arrival on.
@@ -476,19 +464,8 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
             )
             late_x.append(x(first))
             late_y.append(y - COLLECTIVE_HALF - 0.06)
-            ax.annotate(
-                f"never arrived at {group['op']} #{group['key'][1]}",
-                (x(min(end, view_end)), y - COLLECTIVE_HALF),
-                xytext=(0, 2),
-                textcoords="offset points",
-                ha="right",
-                va="bottom",
-                fontsize=8,
-                fontweight="bold",
-                color=LATE_COLOUR,
-                zorder=5,
-                annotation_clip=False,
-            )
+            label = f"never arrived at {group['op']} #{group['key'][1]}"
+            _label_above(ax, label, x(min(end, view_end)), y - COLLECTIVE_HALF, LATE_COLOUR)
     if late_x:
         ax.scatter(late_x, late_y, marker="v", s=46, color=LATE_COLOUR, zorder=5, clip_on=False)
 
@@ -527,6 +504,23 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
     }
     _save(fig, output)
     return layout
+
+
+def _label_above(ax, text, right, top, colour):
+    """A bar's label in the gap above it (rows grow downwards), ending at `right`: calls in flight end at the right."""
+    ax.annotate(
+        text,
+        (right, top),
+        xytext=(0, 2),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        fontweight="bold",
+        color=colour,
+        zorder=5,
+        annotation_clip=False,
+    )
 
 
 def _rows_in_pixels(fig, ax, ranks):
