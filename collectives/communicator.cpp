@@ -83,6 +83,9 @@ void check_settings_agree(const std::vector<JoinRecord>& all) {
                                   differences));
 }
 
+// The most entries a communicator's ring may have (as the setting trace_calls takes).
+constexpr std::size_t max_trace_calls = std::size_t{1} << 20;
+
 // The next communicator id this process would give; a new communicator takes the largest over its members.
 std::uint64_t& communicator_counter() {
     static std::uint64_t counter = 0;
@@ -94,6 +97,12 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
     const Config& cfg = config();
     debug = options.debug.value_or(cfg.debug);
     timeout = options.timeout.value_or(cfg.timeout);
+    const std::size_t trace_calls = options.trace_calls.value_or(cfg.trace_calls);
+    if (trace_calls > max_trace_calls) {
+        throw InvalidArgumentError(
+            fmt::format("CommunicatorOptions::trace_calls {} is more than {} calls per communicator", trace_calls,
+                        max_trace_calls));
+    }
     tsc = detail::ticks_are_tsc();
     LOCKSTEP_MPI_CHECK(MPI_Query_thread(&thread_level));
     // A progress thread calls MPI while the program's threads do: only with MPI_THREAD_MULTIPLE.
@@ -142,6 +151,10 @@ Communicator::Impl::Impl(MPI_Comm base, const CommunicatorOptions& options) {
         world_ranks.push_back(j.endpoint.world_rank);
     }
     communicator_counter() = id + 1;
+    detail::set_recorded_process(world_ranks[static_cast<std::size_t>(rank)], mine.endpoint.host.str());
+    recorded =
+        detail::record_communicator(id, fmt::format("communicator {}", id), size, rank, world_ranks, trace_calls);
+    if (recorded != nullptr) ring = &recorded->calls;
     detail::TimeoutAction on_timed_out;
     if (raising) on_timed_out = [this](const std::string& report) { timed_out(report); };
     const detail::Boards boards =
@@ -168,6 +181,7 @@ Communicator::Impl::~Impl() {
     }
     detail::Watchdog::instance().forget_communicator(id);
     detail::detach_wait_counter(&wait_ticks);
+    detail::retire_recorded(recorded);
 }
 
 detail::AsyncQueue& Communicator::Impl::queue() {
@@ -226,8 +240,22 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::Ca
     w->record.comm_id = id;
     w->record.timeout = timeout;
     w->issued = std::chrono::steady_clock::now();
+    w->issued_ticks = detail::ticks(tsc);
     w->debug = debug;
     w->step = step;
+    if (recorded != nullptr) {
+        w->recorded = recorded;
+        if (const bool send = call.op == OpKind::Send; send || call.op == OpKind::Recv) {
+            // A send or receive: its entry now, in the shared ring (its completion and wait come as updates).
+            std::uint64_t number = 0;
+            detail::RecordWord* entry = recorded->shared.open_shared(number);
+            detail::write_call(entry, call, number + 1, w->issued_ticks, step,
+                               send ? detail::RecordedKind::send : detail::RecordedKind::recv, true);
+            detail::put_word(entry, offsetof(detail::RecordedCall, payload), w->issued_ticks);
+            detail::CallRing::close(entry);
+            w->recorded_sequence = number + 1;
+        }
+    }
     return w;
 }
 

@@ -12,10 +12,11 @@
 // the board. Sends and receives go on their own board through PointToPointWatch instead.
 //
 // The per-call contract (what a collective may and may not do on host memory with debug mode off): no allocation
-// other than its result tensor, no lock, atomic read-modify-write, system call or clock read other than two reads of
-// the time-stamp counter (tick_clock.hpp) for the wait statistics, no std::function, no Shape built to check an
-// argument; the watchdog board is written with plain stores (watchdog.hpp). What a call touches is this struct's
-// first cache line, the tensor's first line, its board and MPI's own state. bench/collectives measures it.
+// other than its result tensor, no lock, atomic read-modify-write, system call or clock read other than three reads of
+// the time-stamp counter (tick_clock.hpp) for the wait statistics and the flight recorder, no std::function, no Shape
+// built to check an argument; the watchdog board and the recorder's ring are written with plain stores (watchdog.hpp,
+// recorder/ring.hpp). What a call touches is this struct's first cache line, the tensor's first line, its board, its
+// ring entry and MPI's own state. bench/collectives measures it.
 
 #include "async/queue.hpp"
 #include "call_info.hpp"
@@ -23,6 +24,7 @@
 #include "fixed_record.hpp"
 #include "operation_table.hpp"
 #include "rank_groups.hpp"
+#include "recorder/ring.hpp"
 #include "shm/shm_group.hpp"
 #include "tick_clock.hpp"
 #include "watchdog.hpp"
@@ -36,6 +38,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -59,6 +62,7 @@ struct alignas(64) Communicator::Impl {
     std::uint64_t collectives = 0;            // CommunicatorStats::collectives
     std::uint64_t mpi_calls = 0;              // CommunicatorStats::mpi_calls
     std::atomic<std::int64_t> wait_ticks{0};  // time inside collectives (lent to the wait statistics)
+    detail::CallRing* ring = nullptr;         // the flight recorder's ring of collectives; null when it is off
 
     MPI_Comm control = MPI_COMM_NULL;  // signature exchanges: never matches payload messages
     int rank = 0;
@@ -67,7 +71,8 @@ struct alignas(64) Communicator::Impl {
     std::uint64_t signature_checks = 0;
     detail::Board* p2p_board = nullptr;  // sends and receives; null when the timeout is 0
     int thread_level = MPI_THREAD_SINGLE;
-    std::vector<detail::WireSignature> exchanged;  // reused by every signature exchange
+    std::vector<detail::WireSignature> exchanged;    // reused by every signature exchange
+    std::shared_ptr<detail::RecordedComm> recorded;  // the flight recorder's rings (ring is its `calls`)
 
     // The life cycle (communicator.cpp).
     Impl(MPI_Comm base, const CommunicatorOptions& options);
@@ -94,15 +99,16 @@ struct alignas(64) Communicator::Impl {
     void run(const detail::CallInfo& call, Prepare&& prepare, Payload&& payload) {
         bool checked = debug;
         std::uint64_t current_step = step;
+        const detail::WorkState* queued = nullptr;
         if (async != nullptr) [[unlikely]] {
             // A queued non-blocking collective carries the debug mode and step of its issue; a blocking one starts
             // after the non-blocking ones issued before it.
-            if (const detail::WorkState* queued = detail::AsyncQueue::running_here();
-                queued != nullptr && queued->queue == async.get()) {
+            if (queued = detail::AsyncQueue::running_here(); queued != nullptr && queued->queue == async.get()) {
                 checked = queued->debug;
                 current_step = queued->step;
-            } else if (!async->idle()) {
-                async->drain();
+            } else {
+                queued = nullptr;
+                if (!async->idle()) async->drain();
             }
         }
         ++sequence;
@@ -114,37 +120,73 @@ struct alignas(64) Communicator::Impl {
             Impl* self;
             detail::Board* watched;
             std::int64_t start;
+            detail::RecordWord* entry = nullptr;  // in the recorder's ring; null when it is off
+            std::uint64_t entry_number = 0;
+            const char* error = nullptr;  // the type of the exception that leaves the call
             ~EndGuard() {
                 if (watched != nullptr) watched->end();
-                const std::int64_t spent = std::max<std::int64_t>(detail::ticks(self->tsc) - start, 0);
+                const std::int64_t now = detail::ticks(self->tsc);
+                const std::int64_t spent = std::max<std::int64_t>(now - start, 0);
                 // A plain load and store, not a locked add: the collectives of a communicator are never concurrent
                 // (MPI's rule), and the wait statistics only read.
                 self->wait_ticks.store(self->wait_ticks.load(std::memory_order_relaxed) + spent,
                                        std::memory_order_relaxed);
+                if (entry != nullptr) {
+                    if (detail::CallRing::reopen(entry, entry_number)) {
+                        detail::write_end(entry, now, error);
+                        detail::CallRing::close(entry);
+                    }
+                    detail::process_wait_profile.add(start, spent);
+                }
             }
         } guard{this, watched, start};
-
-        if (checked) {
-            std::optional<detail::LocalFailure> failure;
-            std::exception_ptr error;
-            try {
-                prepare();
-            } catch (...) {
-                failure = detail::current_failure();
-                error = std::current_exception();
+        if (detail::CallRing* const recording = ring; recording != nullptr) {
+            guard.entry = recording->open(guard.entry_number);
+            std::int64_t issued = start;
+            if (queued != nullptr) [[unlikely]] {
+                issued = queued->issued_ticks;
+                queued->recorded_sequence = sequence;
             }
-            exchange_and_check(detail::encode_signature(call, sequence, current_step, failure ? &*failure : nullptr),
-                               error);
-        } else {
-            prepare();
+            detail::write_call(guard.entry, call, sequence, issued, current_step, detail::RecordedKind::collective,
+                               queued != nullptr);
+            detail::CallRing::close(guard.entry);
         }
-        const bool rooted = detail::traits(call.op).rooted();
-        if (call.root >= size || (call.root < 0 && (call.root != -1 || rooted))) {
-            throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {}",
-                                                   op_name(call.op), call.root,
-                                                   detail::count_text(size, "process", "processes")));
+
+        try {
+            if (checked) {
+                std::optional<detail::LocalFailure> failure;
+                std::exception_ptr error;
+                try {
+                    prepare();
+                } catch (...) {
+                    failure = detail::current_failure();
+                    error = std::current_exception();
+                }
+                exchange_and_check(
+                    detail::encode_signature(call, sequence, current_step, failure ? &*failure : nullptr), error);
+                record_time(guard.entry, guard.entry_number, offsetof(detail::RecordedCall, signature));
+            } else {
+                prepare();
+            }
+            const bool rooted = detail::traits(call.op).rooted();
+            if (call.root >= size || (call.root < 0 && (call.root != -1 || rooted))) {
+                throw InvalidArgumentError(fmt::format("{}: root {} is not a rank of this communicator of {}",
+                                                       op_name(call.op), call.root,
+                                                       detail::count_text(size, "process", "processes")));
+            }
+            record_time(guard.entry, guard.entry_number, offsetof(detail::RecordedCall, payload));
+            payload();
+        } catch (...) {
+            if (guard.entry != nullptr) guard.error = detail::current_exception_type();
+            throw;
         }
-        payload();
+    }
+
+    // A time of the call's recorder entry (signature or payload), now.
+    void record_time(detail::RecordWord* entry, std::uint64_t number, std::size_t field) const noexcept {
+        if (entry == nullptr || !detail::CallRing::reopen(entry, number)) return;
+        detail::put_word(entry, field, detail::ticks(tsc));
+        detail::CallRing::close(entry);
     }
 
     template <typename Payload>
@@ -202,7 +244,8 @@ struct alignas(64) Communicator::Impl {
     };
     std::mutex foreign_mutex;
     std::deque<ForeignPending> foreign_pending;
-    void end_foreign(std::uint64_t number) noexcept;
+    // `error`: the type of the exception that ended it before the carrier issued it (a static string), or null.
+    void end_foreign(std::uint64_t number, const char* error = nullptr) noexcept;
 
     // Non-blocking collectives: the queue, made at the first one (async/queue.hpp), and whether it gets a thread.
     std::unique_ptr<detail::AsyncQueue> async;
@@ -220,19 +263,42 @@ struct alignas(64) Communicator::Impl {
     Work submit(const detail::CallInfo& call, std::function<void(Communicator&, detail::WorkState&)> body);
 
     // Puts a send or receive on the watchdog's board for its duration: a lost peer is reported like a lost collective.
+    // The recorder keeps it in the communicator's shared ring (several threads may post).
     class PointToPointWatch {
     public:
-        PointToPointWatch(const Impl& impl, const detail::CallInfo& call) : board_(impl.p2p_board) {
+        PointToPointWatch(const Impl& impl, const detail::CallInfo& call)
+            : board_(impl.p2p_board), recorded_(impl.recorded.get()), tsc_(impl.tsc) {
             if (board_ != nullptr) board_->begin_shared(detail::board_record(call, 0));  // several threads may post
+            if (recorded_ != nullptr) {
+                entry_ = recorded_->shared.open_shared(number_);
+                const std::int64_t now = detail::ticks(tsc_);
+                detail::write_call(entry_, call, number_ + 1, now, impl.step,
+                                   call.op == OpKind::Send ? detail::RecordedKind::send : detail::RecordedKind::recv,
+                                   false);
+                detail::put_word(entry_, offsetof(detail::RecordedCall, payload), now);
+                detail::CallRing::close(entry_);
+                uncaught_ = std::uncaught_exceptions();
+            }
         }
         ~PointToPointWatch() {
             if (board_ != nullptr) board_->end_shared();
+            if (recorded_ != nullptr && detail::CallRing::reopen(entry_, number_)) {
+                // The exception's type is not known while it unwinds: the entry says only that one left the call.
+                detail::write_end(entry_, detail::ticks(tsc_),
+                                  std::uncaught_exceptions() > uncaught_ ? "an exception" : nullptr);
+                detail::CallRing::close(entry_);
+            }
         }
         PointToPointWatch(const PointToPointWatch&) = delete;
         PointToPointWatch& operator=(const PointToPointWatch&) = delete;
 
     private:
         detail::Board* board_;
+        detail::RecordedComm* recorded_;
+        bool tsc_;
+        detail::RecordWord* entry_ = nullptr;
+        std::uint64_t number_ = 0;
+        int uncaught_ = 0;
     };
 
     void check_divisible(const Tensor& t, OpKind op) const {

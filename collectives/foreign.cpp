@@ -30,6 +30,13 @@ std::uint64_t Communicator::begin_foreign(const ForeignCall& call, CallSite site
                                 .varying_dim = call.varying_dim,
                                 .site = site,
                                 .foreign = &call};
+    if (detail::CallRing* ring = impl.ring; ring != nullptr) {
+        std::uint64_t entry_number = 0;
+        detail::RecordWord* entry = ring->open(entry_number);
+        detail::write_call(entry, info, number, detail::ticks(impl.tsc), impl.step, detail::RecordedKind::collective,
+                           true);
+        detail::CallRing::close(entry);
+    }
     if (impl.board != nullptr) {
         const detail::CallRecord record = detail::board_record(info, number);
         std::scoped_lock lock(impl.foreign_mutex);
@@ -44,7 +51,7 @@ std::uint64_t Communicator::begin_foreign(const ForeignCall& call, CallSite site
                                                    detail::count_text(impl.size, "process", "processes")));
         }
     } catch (...) {
-        impl.end_foreign(number);  // the carrier will not issue it
+        impl.end_foreign(number, detail::current_exception_type());  // the carrier will not issue it
         throw;
     }
     return number;
@@ -54,7 +61,11 @@ void Communicator::end_foreign(std::uint64_t number) noexcept {
     impl_->end_foreign(number);
 }
 
-void Communicator::Impl::end_foreign(std::uint64_t number) noexcept {
+void Communicator::Impl::end_foreign(std::uint64_t number, const char* error) noexcept {
+    // The carrier may end it on another thread than the one that began it: an update entry in the shared ring.
+    if (recorded != nullptr) {
+        detail::write_update(*recorded, detail::RecordedStream::calls, number, detail::ticks(tsc), error, 0);
+    }
     if (board == nullptr) return;
     std::scoped_lock lock(foreign_mutex);
     for (ForeignPending& p : foreign_pending) {
@@ -70,7 +81,9 @@ void Communicator::Impl::end_foreign(std::uint64_t number) noexcept {
 }
 
 void Communicator::set_carrier(std::string_view name) {
-    detail::Watchdog::instance().label_communicator(impl_->id, fmt::format("calls carried by {}", name));
+    std::string label = fmt::format("calls carried by {}", name);
+    detail::name_recorded(impl_->recorded, label);
+    detail::Watchdog::instance().label_communicator(impl_->id, std::move(label));
 }
 
 }  // namespace lockstep

@@ -5,8 +5,13 @@
 #include <lockstep/config.hpp>
 #include <lockstep/foreign_watch.hpp>
 
+#include "recorder/ring.hpp"
 #include "watchdog.hpp"
 #include "watchdog/report.hpp"
+
+#include <lockstep/runtime.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -23,6 +28,10 @@ struct Watched {
     detail::Board* point_to_point = nullptr;
     bool shared = false;      // point-to-point writers serialise on the board's mutex
     std::uint64_t calls = 0;  // collectives begun: their call numbers
+    // The flight recorder's rings (null when it is off), and the entry of the collective in flight.
+    std::shared_ptr<detail::RecordedComm> recorded;
+    detail::RecordWord* entry = nullptr;
+    std::uint64_t entry_number = 0;
 };
 
 namespace {
@@ -54,6 +63,51 @@ detail::CallRecord record_of(const Call& call, detail::ForeignKind kind, std::ui
     r.request_caller = call.request_caller;
     return r;
 }
+
+// The recorder's entry of a call: what the board's record says, with its issue time.
+void write_recorded(detail::RecordWord* slot, const Call& call, detail::RecordedKind kind, std::uint64_t sequence,
+                    std::int64_t issued) noexcept {
+    using detail::RecordedCall;
+    LOCKSTEP_PUT(slot, sequence, sequence);
+    LOCKSTEP_PUT(slot, issued, issued);
+    LOCKSTEP_PUT(slot, signature, std::int64_t{0});
+    LOCKSTEP_PUT(slot, payload, issued);
+    LOCKSTEP_PUT(slot, completed, std::int64_t{0});
+    LOCKSTEP_PUT(slot, waited, std::int64_t{0});
+    LOCKSTEP_PUT(slot, outcome, static_cast<std::uint64_t>(detail::Outcome::in_flight));
+    LOCKSTEP_PUT(slot, count, call.count);
+    LOCKSTEP_PUT(slot, step, std::uint64_t{0});
+    LOCKSTEP_PUT(slot, file, call.file != nullptr ? call.file : "");
+    LOCKSTEP_PUT(slot, function, call.file != nullptr && call.function != nullptr ? call.function : "");
+    LOCKSTEP_PUT(slot, name, call.name);
+    LOCKSTEP_PUT(slot, datatype, call.datatype);
+    LOCKSTEP_PUT(slot, caller, call.file != nullptr ? nullptr : call.caller);
+    const bool collective = kind == detail::RecordedKind::collective;
+    LOCKSTEP_PUT(slot, place, (RecordedCall::Place{call.file != nullptr ? call.line : 0, collective ? call.peer : -1}));
+    LOCKSTEP_PUT(slot, message, (RecordedCall::Message{collective ? -1 : call.peer, call.tag}));
+    LOCKSTEP_PUT(slot, traits,
+                 (RecordedCall::Traits{OpKind::Barrier, DType::Float32, 0, kind, false, false,
+                                       detail::RecordedStream::calls, 0}));
+}
+
+detail::RecordedKind recorded_kind(Direction d) noexcept {
+    switch (d) {
+        case Direction::send:
+            return detail::RecordedKind::send;
+        case Direction::receive:
+            return detail::RecordedKind::recv;
+        case Direction::none:
+            break;
+    }
+    return detail::RecordedKind::wait;
+}
+
+// The entry of this thread's point-to-point call in flight (begin and end come in pairs on one thread).
+struct PointToPointEntry {
+    detail::RecordWord* slot = nullptr;
+    std::uint64_t number = 0;
+};
+thread_local PointToPointEntry point_to_point_entry;
 
 detail::ForeignKind point_to_point_kind(Direction d) noexcept {
     switch (d) {
@@ -96,6 +150,7 @@ Watched* register_watched(std::uint64_t id, std::vector<detail::Endpoint> member
     watched->id = id;
     watched->members = members;
     watched->shared = options.threads_share_point_to_point;
+    const std::string name = options.name;
     const detail::Boards boards =
         watchdog.register_communicator(id, std::move(members), options.timeout, std::move(options.on_timeout));
     if (!options.name.empty()) watchdog.name_communicator(id, std::move(options.name));
@@ -103,6 +158,19 @@ Watched* register_watched(std::uint64_t id, std::vector<detail::Endpoint> member
         watched->collectives = boards.collectives;
         watched->point_to_point = boards.point_to_point;
     }
+    // This process among the members: its rank in the communicator.
+    const detail::Endpoint self = watchdog.endpoint();
+    int rank = 0;
+    std::vector<int> world_ranks;
+    for (std::size_t i = 0; i < watched->members.size(); ++i) {
+        const detail::Endpoint& m = watched->members[i];
+        world_ranks.push_back(m.world_rank);
+        if (m.pid == self.pid && m.host.str() == self.host.str()) rank = static_cast<int>(i);
+    }
+    detail::set_recorded_process(self.world_rank, self.host.str());
+    watched->recorded =
+        detail::record_communicator(id, name.empty() ? "MPI communicator" : name, static_cast<int>(world_ranks.size()),
+                                    rank, std::move(world_ranks), config().trace_calls);
     return watched.release();
 }
 
@@ -136,6 +204,7 @@ Watched* watch_duplicate(const Watched* parent, std::uint64_t index, WatchOption
 void forget(Watched* comm) noexcept {
     if (comm == nullptr) return;
     const std::unique_ptr<Watched> owned(comm);
+    detail::retire_recorded(comm->recorded);
     try {
         detail::Watchdog::instance().forget_communicator(comm->id);
     } catch (...) {  // a lock that failed: the entry stays registered, harmless
@@ -143,21 +212,42 @@ void forget(Watched* comm) noexcept {
 }
 
 void rename(Watched* comm, std::string name) {
-    if (comm != nullptr) detail::Watchdog::instance().name_communicator(comm->id, std::move(name));
+    if (comm == nullptr) return;
+    detail::name_recorded(comm->recorded, name);
+    detail::Watchdog::instance().name_communicator(comm->id, std::move(name));
 }
 
 void begin_collective(Watched* comm, const Call& call) noexcept {
-    if (comm == nullptr || comm->collectives == nullptr) return;
-    comm->collectives->begin(record_of(call, detail::ForeignKind::collective, ++comm->calls));
+    if (comm == nullptr) return;
+    const std::uint64_t sequence = ++comm->calls;
+    if (comm->recorded != nullptr) {
+        comm->entry = comm->recorded->calls.open(comm->entry_number);
+        write_recorded(comm->entry, call, detail::RecordedKind::collective, sequence, detail::ticks());
+        detail::CallRing::close(comm->entry);
+    }
+    if (comm->collectives == nullptr) return;
+    comm->collectives->begin(record_of(call, detail::ForeignKind::collective, sequence));
 }
 
 void end_collective(Watched* comm) noexcept {
-    if (comm == nullptr || comm->collectives == nullptr) return;
+    if (comm == nullptr) return;
+    if (comm->entry != nullptr && detail::CallRing::reopen(comm->entry, comm->entry_number)) {
+        detail::write_end(comm->entry, detail::ticks(), nullptr);
+        detail::CallRing::close(comm->entry);
+    }
+    if (comm->collectives == nullptr) return;
     comm->collectives->end();
 }
 
 void begin_point_to_point(Watched* comm, const Call& call) noexcept {
-    if (comm == nullptr || comm->point_to_point == nullptr) return;
+    if (comm == nullptr) return;
+    if (comm->recorded != nullptr) {
+        PointToPointEntry& e = point_to_point_entry;
+        e.slot = comm->recorded->shared.open_shared(e.number);
+        write_recorded(e.slot, call, recorded_kind(call.direction), e.number + 1, detail::ticks());
+        detail::CallRing::close(e.slot);
+    }
+    if (comm->point_to_point == nullptr) return;
     const detail::CallRecord r = record_of(call, point_to_point_kind(call.direction), 0);
     if (comm->shared) {
         comm->point_to_point->begin_shared(r);
@@ -167,7 +257,15 @@ void begin_point_to_point(Watched* comm, const Call& call) noexcept {
 }
 
 void end_point_to_point(Watched* comm) noexcept {
-    if (comm == nullptr || comm->point_to_point == nullptr) return;
+    if (comm == nullptr) return;
+    if (PointToPointEntry& e = point_to_point_entry; e.slot != nullptr) {
+        if (comm->recorded != nullptr && detail::CallRing::reopen(e.slot, e.number)) {
+            detail::write_end(e.slot, detail::ticks(), nullptr);
+            detail::CallRing::close(e.slot);
+        }
+        e.slot = nullptr;
+    }
+    if (comm->point_to_point == nullptr) return;
     if (comm->shared) {
         comm->point_to_point->end_shared();
     } else {

@@ -71,14 +71,17 @@ Communicator& Communicator::world() {
     if (!world) {
         world = std::make_unique<Communicator>(Runtime::get().comm());
         detail::mark_world_start();
+        detail::name_recorded(world->impl_->recorded, "world");
         checks = std::make_unique<Communicator>(world->dup());
         detail::Watchdog::instance().label_communicator(checks->impl_->id, "lockstep's start-up checks");
+        detail::name_recorded(checks->impl_->recorded, "lockstep's start-up checks");
         detail::run_world_start_hooks(*checks);
         // The arena's set-up, if it fell back: once per node (its first process says it).
         if (auto warning = detail::arena_setup_warning())
             get_logger("lockstep.memory").warning(every_rank, "{}", *warning);
         closing = std::make_unique<Communicator>(checks->dup());
         detail::Watchdog::instance().label_communicator(closing->impl_->id, "lockstep's check at finalize");
+        detail::name_recorded(closing->impl_->recorded, "lockstep's check at finalize");
         // Freed while MPI still runs; the watchdog shows the phase if another rank is still waiting for this one.
         detail::at_runtime_finalize([] {
             detail::Watchdog::instance().set_phase("in lockstep::Runtime::finalize / MPI_Finalize");

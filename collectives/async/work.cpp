@@ -26,9 +26,17 @@ detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& state, cons
     return *state;
 }
 
-// The caller has seen the operation complete: it leaves the registry, and its error, if any, is thrown.
+// The caller has seen the operation complete: it leaves the registry, the recorder notes when (its `waited`), and its
+// error, if any, is thrown.
 void observe(detail::WorkState& state) {
-    if (!state.observed.exchange(true, std::memory_order_acq_rel)) detail::settle_work(state);
+    if (!state.observed.exchange(true, std::memory_order_acq_rel)) {
+        detail::settle_work(state);
+        if (state.recorded != nullptr && state.recorded_sequence != 0) {
+            detail::write_update(*state.recorded,
+                                 state.collective() ? detail::RecordedStream::calls : detail::RecordedStream::shared,
+                                 state.recorded_sequence, 0, nullptr, detail::ticks());
+        }
+    }
     if (state.error != nullptr) std::rethrow_exception(state.error);
 }
 

@@ -6,6 +6,7 @@
 // (queue.hpp); a send's or receive's holds its MPI request and is completed by whichever thread tests it first.
 
 #include "../call_info.hpp"
+#include "../recorder/ring.hpp"
 #include "../watchdog/board.hpp"
 
 #include <lockstep/communicator.hpp>
@@ -38,6 +39,13 @@ struct WorkState {
     std::chrono::steady_clock::time_point issued;
     bool debug = false;  // the communicator's debug mode and step when issued: the signature carries them
     std::uint64_t step = 0;
+
+    // The flight recorder (recorder/ring.hpp), when on: the communicator's rings, and the number of this operation's
+    // entry in them (a collective's: its call number, set when the queue runs it; a send's or receive's: its entry
+    // in the shared ring). A completion or wait seen by any thread is an update entry that names it.
+    std::shared_ptr<RecordedComm> recorded;
+    std::int64_t issued_ticks = 0;
+    mutable std::uint64_t recorded_sequence = 0;  // 0: no entry (yet)
 
     // A collective: the blocking form, run by the queue on its view of the communicator; it sets `result`.
     std::function<void(Communicator&, WorkState&)> body;

@@ -44,6 +44,8 @@ struct CommunicatorOptions {
     // Raise runs every collective of the communicator on its progress thread, so it needs one: a ConfigError where
     // there is none (MPI below MPI_THREAD_MULTIPLE, or progress_thread off). Sends and receives always end the job.
     std::optional<OnTimeout> on_timeout;
+    // Entries of this communicator's flight recorder (Config `trace_calls`, at most 1048576); 0: no recorder.
+    std::optional<std::size_t> trace_calls;
 };
 
 // A collective that another library carries for a communicator's processes (gloo or NCCL under a torch process group):

@@ -143,6 +143,10 @@ bool progress_point_to_point(WorkState& w) {
         failure = std::current_exception();
     }
     w.buffer = Tensor();
+    if (w.recorded != nullptr && w.recorded_sequence != 0) {
+        write_update(*w.recorded, RecordedStream::shared, w.recorded_sequence, ticks(),
+                     failure != nullptr ? failure.__cxa_exception_type()->name() : nullptr, 0);
+    }
     w.complete(failure);
     return true;
 }

@@ -93,6 +93,8 @@ constexpr std::array table = {
     setting<&Config::mpi_thread_level, thread_level_kind, &ConfigOverrides::mpi_thread_level>(
         "mpi_thread_level", env_names::mpi_thread_level),
     setting<&Config::on_timeout, on_timeout_kind, &ConfigOverrides::on_timeout>("on_timeout", env_names::on_timeout),
+    setting<&Config::trace_calls, trace_calls_kind, &ConfigOverrides::trace_calls>("trace_calls",
+                                                                                   env_names::trace_calls),
     setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),
     setting<&Config::num_machines, machine_count_kind>("num_machines", nullptr),
     setting<&Config::mixed_precision, mixed_precision_kind>("mixed_precision", nullptr),

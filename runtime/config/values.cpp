@@ -155,6 +155,14 @@ std::optional<std::string> refuse_non_positive(const int& count) {
     return std::string("is not positive");
 }
 
+// A ring of a million entries is over 200 MiB per communicator: a larger one is a typo, not a wish.
+constexpr std::size_t most_trace_calls = std::size_t{1} << 20;
+
+std::optional<std::string> refuse_trace_calls(const std::size_t& entries) {
+    if (entries <= most_trace_calls) return std::nullopt;
+    return fmt::format("is more than {} calls per communicator", most_trace_calls);
+}
+
 // --- names
 
 bool read_mixed_precision(std::string_view text, std::string& mode) {

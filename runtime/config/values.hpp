@@ -183,6 +183,13 @@ inline constexpr Kind<std::size_t> shm_small_max_kind{
     "a small-message size", "a size such as 16KiB or 32KiB, or a plain number of bytes (0: no small-message path)",
     read_bytes, nullptr, show_bytes};
 
+// --- the flight recorder
+
+std::optional<std::string> refuse_trace_calls(const std::size_t& entries);
+inline constexpr Kind<std::size_t> trace_calls_kind{
+    "a number of recorded calls", "a number of calls per communicator, 0 to 1048576 (0: no flight recorder)",
+    read_integer<std::size_t>, refuse_trace_calls, show_number<std::size_t>};
+
 // --- what a timeout does
 
 bool read_on_timeout(std::string_view text, OnTimeout& mode);

@@ -62,6 +62,7 @@ struct ConfigOverrides {
     std::optional<bool> progress_thread;
     std::optional<ThreadLevel> mpi_thread_level;
     std::optional<OnTimeout> on_timeout;
+    std::optional<std::size_t> trace_calls;  // entries per communicator's flight recorder; 0 turns it off
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
@@ -111,6 +112,10 @@ struct LOCKSTEP_API Config {
     // wins over it.
     OnTimeout on_timeout = OnTimeout::End;
 
+    // The flight recorder: how many of its last calls each communicator keeps (entries of a fixed size, allocated when
+    // the communicator is made); 0 turns the recorder off.
+    std::size_t trace_calls = 2048;
+
     // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
     // "API argument").
@@ -156,6 +161,7 @@ inline constexpr const char* shm_small_max = "LOCKSTEP_SHM_SMALL_MAX";
 inline constexpr const char* progress_thread = "LOCKSTEP_PROGRESS_THREAD";
 inline constexpr const char* mpi_thread_level = "LOCKSTEP_MPI_THREAD_LEVEL";
 inline constexpr const char* on_timeout = "LOCKSTEP_ON_TIMEOUT";
+inline constexpr const char* trace_calls = "LOCKSTEP_TRACE_CALLS";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names

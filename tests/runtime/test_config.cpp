@@ -223,6 +223,13 @@ const std::vector<Field> fields = {
      .env_text = "0", .env_value = "0",
      .launcher_text = "2k", .launcher_value = "2048",
      .set_override = [](ConfigOverrides& o) { o.shm_small_max = 100; }, .override_value = "100"},
+    {.key = "trace_calls", .variable = env_names::trace_calls,
+     .value = [](const Config& c) { return std::to_string(c.trace_calls); },
+     .default_value = "2048",
+     .file_text = "4096", .file_value = "4096",
+     .env_text = "0", .env_value = "0",
+     .launcher_text = " 16 ", .launcher_value = "16",
+     .set_override = [](ConfigOverrides& o) { o.trace_calls = 100; }, .override_value = "100"},
     {.key = "mpi_thread_level", .variable = env_names::mpi_thread_level,
      .value = [](const Config& c) { return std::string(lockstep::thread_level_name(c.mpi_thread_level)); },
      .default_value = "multiple",
@@ -501,6 +508,10 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::mpi_thread_level, "threaded", ""},
     {env_names::mpi_thread_level, "3", ""},
     {env_names::shm_small_max, "-4KiB", ""},
+    {env_names::trace_calls, "many", ""},
+    {env_names::trace_calls, "-1", ""},
+    {env_names::trace_calls, "2k", ""},
+    {env_names::trace_calls, "1048577", ""},
 };
 
 // Part of what each rejection must say is accepted.
@@ -519,6 +530,7 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::shm_small_max, "0: no small-message path"},
     {env_names::mpi_thread_level, "single, funneled, serialized or multiple"},
     {env_names::on_timeout, "end (print the watchdog's report and end the job"},
+    {env_names::trace_calls, "0 to 1048576 (0: no flight recorder)"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -1054,6 +1066,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"progress_thread: true", "default"},
         {"mpi_thread_level: multiple", "default"},
         {"on_timeout: end", "default"},
+        {"trace_calls: 2048", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };

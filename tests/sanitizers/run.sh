@@ -90,7 +90,9 @@ check_initialization_order=1:strict_init_order=1:print_suppressions=0"
       'collectives_np*' 'debug_mode_np*' 'logging_mpi_np*' 'logging_host_mpi_np*'
       'hang_diagnosed_*' hang_first_np3 'hang_headline_*' 'watchdog_channel_*'
       # The progress threads of non-blocking collectives, and requests waited for from other threads.
-      'nonblocking_np2' 'nonblocking_np3' 'nonblocking_unwaited_np2' 'nonblocking_die_np3')
+      'nonblocking_np2' 'nonblocking_np3' 'nonblocking_unwaited_np2' 'nonblocking_die_np3'
+      # The flight recorder's snapshots, read while the calls write the rings.
+      'recorder_np2')
     # halt_on_error: the first race fails the test; exitcode 66 is TSan's own, distinct from lockstep's codes.
     # Open MPI is not instrumented: tsan.supp silences what TSan sees only through MPI's libraries.
     # second_deadlock_stack: both stacks of a lock-order inversion.

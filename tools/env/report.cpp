@@ -186,6 +186,7 @@ json config_section() {
         add("progress_thread", config.progress_thread);
         add("mpi_thread_level", std::string(thread_level_name(config.mpi_thread_level)));
         add("on_timeout", std::string(on_timeout_name(config.on_timeout)));
+        add("trace_calls", config.trace_calls);
         if (config.num_processes) add("num_processes", *config.num_processes);
         if (config.num_machines) add("num_machines", *config.num_machines);
         if (config.mixed_precision) add("mixed_precision", *config.mixed_precision);
