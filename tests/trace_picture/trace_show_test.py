@@ -116,6 +116,13 @@ with tempfile.TemporaryDirectory() as tmp:
     mid = (top + bottom) // 2
     blues = w_img[mid, :, 2] - w_img[mid, :, 0]
     check(float(blues.max()) > 0.3, "the whole run's heat strip is coloured for a rank that waits")
+    # Bins after the snapshot are left out; a wait longer than its bin spills into the next ones.
+    rank = {"snapshot": 5000.0, "profile": {"start_us": 0.0, "bin_us": 1000.0, "wait_us": [3000.0] + [0.0] * 9}}
+    starts, width, shares, overall = trace_show.wait_shares(rank)
+    check(shares == [1.0, 1.0, 1.0, 0.0, 0.0] and width == 1000.0, f"a long wait spills over bins ({shares})")
+    check(abs(overall - 0.6) < 1e-9, f"the whole run's share counts up to the snapshot ({overall})")
+    starts, width, shares, overall = trace_show.wait_shares(rank, columns=2)
+    check(width == 3000.0 and shares == [1.0, 0.0], f"bins summed into at most 2 columns ({width}, {shares})")
     no_profile = synthetic_trace.write_trace(os.path.join(tmp, "noprofile.json"), with_profile=False)
     r = run(no_profile, "--output", os.path.join(tmp, "np.png"), "--whole-run")
     check(r.returncode == 2 and "profile" in r.stderr, f"--whole-run without a profile exits 2 ({r.stderr.strip()})")

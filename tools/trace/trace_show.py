@@ -32,6 +32,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 DEFAULT_CALLS = 50
+# The whole-run picture's heat strips have at most this many columns.
+WHOLE_RUN_COLUMNS = 60
 # The late rank's colour; no operation gets it (OP_COLOURS leaves red out), so a red pixel means "last arriver".
 LATE_COLOUR = "#e00000"
 # The waiting part of a bar is washed out: the op's colour under white at this opacity.
@@ -485,7 +487,7 @@ def render(trace, output, calls=DEFAULT_CALLS, title=None):
 
     handles = [Patch(facecolor=colours[op], label=op) for op in sorted(used_ops)]
     handles += [
-        Patch(facecolor="#c6d8ea", edgecolor="#1f77b4", label="pale part: waiting for the last arriver"),
+        Patch(facecolor="#e4e4e4", edgecolor="#888888", label="pale part: waiting for the last arriver"),
         Line2D([], [], color=LATE_COLOUR, marker="v", linewidth=2.2, label="last arriver"),
         Line2D([], [], color=LATE_COLOUR, linestyle="--", linewidth=2.2, label="never arrived"),
         Patch(facecolor="white", edgecolor="black", hatch="///", label="in flight"),
@@ -539,16 +541,33 @@ def _rows_in_pixels(fig, ax, ranks):
 # The whole run
 
 
-def wait_shares(rank):
-    """A rank's profile as (bin start times in us, share of each bin spent waiting, overall share)."""
+def wait_shares(rank, columns=WHOLE_RUN_COLUMNS):
+    """A rank's profile as drawn: (column start times in us, column width in us, share of each column spent waiting,
+    share of the whole run). Bins after the rank's snapshot (the profile's room to grow) are left out, and neighbouring
+    bins are summed into at most `columns` columns, so that bins much shorter than the waits do not show as stripes."""
     p = rank["profile"]
     bin_us = float(p.get("bin_us") or 0)
-    waits = [float(w) for w in p.get("wait_us") or []]
+    waits = [max(float(w), 0.0) for w in p.get("wait_us") or []]
     if bin_us <= 0 or not waits:
-        return [], [], 0.0
-    starts = [p["start_us"] + i * bin_us for i in range(len(waits))]
-    shares = [min(max(w / bin_us, 0.0), 1.0) for w in waits]
-    return starts, shares, sum(waits) / (bin_us * len(waits))
+        return [], 0.0, [], 0.0
+    used = len(waits)
+    run_us = used * bin_us
+    if rank["snapshot"] is not None and rank["snapshot"] > p["start_us"]:
+        run_us = rank["snapshot"] - p["start_us"]
+        used = min(used, max(1, math.ceil(run_us / bin_us)))
+    # A collective's whole wait is counted in the bin where it started: what overflows a bin spills into the next ones.
+    spread, carry = [], 0.0
+    for w in waits[:used]:
+        carry += w
+        spread.append(min(carry, bin_us))
+        carry -= spread[-1]
+    per_column = max(1, math.ceil(used / columns))
+    width = per_column * bin_us
+    starts, shares = [], []
+    for first in range(0, used, per_column):
+        starts.append(p["start_us"] + first * bin_us)
+        shares.append(min(sum(spread[first : first + per_column]) / width, 1.0))
+    return starts, width, shares, min(sum(waits[:used]) / run_us, 1.0)
 
 
 def render_whole_run(trace, output, title=None):
@@ -559,8 +578,8 @@ def render_whole_run(trace, output, title=None):
     if not ranks:
         raise TraceError('the trace holds no run-long wait profile ("profile") for any rank')
     profiles = {r["rank"]: wait_shares(r) for r in ranks}
-    origin = min((s[0] for s, _, _ in profiles.values() if s), default=0.0)
-    overall = {r: v[2] for r, v in profiles.items()}
+    origin = min((s[0] for s, _, _, _ in profiles.values() if s), default=0.0)
+    overall = {r: v[3] for r, v in profiles.items()}
     straggler = min(overall, key=lambda r: (overall[r], r)) if len(overall) >= 2 else None
 
     fig_height = 1.8 + 0.5 * len(ranks)
@@ -571,10 +590,10 @@ def render_whole_run(trace, output, title=None):
     end = origin
     mesh = None
     for i, rank in enumerate(ranks):
-        starts, shares, _ = profiles[rank["rank"]]
+        starts, width, shares, _ = profiles[rank["rank"]]
         if not starts:
             continue
-        bin_s = float(rank["profile"]["bin_us"]) / 1e6
+        bin_s = width / 1e6
         edges = [(s - origin) / 1e6 for s in starts] + [(starts[-1] - origin) / 1e6 + bin_s]
         end = max(end, origin + edges[-1] * 1e6)
         mesh = heat.pcolormesh(edges, [i - 0.4, i + 0.4], [shares], cmap=cmap, vmin=0.0, vmax=1.0, shading="flat")
