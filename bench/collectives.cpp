@@ -1,10 +1,11 @@
 // OSU-style collective benchmark: the raw MPI call against lockstep, lockstep with the hang watchdog, and lockstep in
-// debug mode, side by side in one run. The raw call runs on std::vector buffers, as a program written against MPI
-// would; a second raw column runs it on the very tensors lockstep uses, so that the per-call cost of lockstep (lockstep
-// against raw on the same memory) and the effect of where the buffers live (lockstep's host allocator maps large
-// blocks on huge pages) can be told apart.
+// debug mode, side by side in one run; and the flight recorder on against off (--recorder: that table alone). The raw
+// call runs on std::vector buffers, as a program written against MPI would; a second raw column runs it on the very
+// tensors lockstep uses, so that the per-call cost of lockstep (lockstep against raw on the same memory) and the effect
+// of where the buffers live (lockstep's host allocator maps large blocks on huge pages) can be told apart.
 //
-//   mpirun -n 2 build/bench/bench_collectives [--quick] [--op NAME]... [--out bench/results/collectives.md]
+//   mpirun -n 2 build/bench/bench_collectives [--quick] [--recorder] [--op NAME]... [--out
+//   bench/results/collectives.md]
 //
 // For each op and message size, the variants run in interleaved batches whose order rotates (so drift of the machine
 // hits them alike); a batch's latency is the slowest rank's mean time per call, the table gives the median over
@@ -169,6 +170,42 @@ std::string per_call_cost_on_one_process(bool quick) {
     return text + "\n";
 }
 
+// The flight recorder's cost (collectives/recorder/): the same call on a communicator with its recorder on (the default
+// 2048 entries) and on one with it off (trace_calls 0), in interleaved batches, on one process (MPI_COMM_SELF) and on
+// every rank of `world`; "off again" is a second communicator without a recorder, the noise of the row. Watchdog and
+// debug mode are off on all of them, so that the difference is the recorder's alone.
+std::string recorder_cost(MPI_Comm world, bool quick) {
+    std::string text =
+        "### Flight recorder: on against off\n\nA 4-byte allreduce and a barrier on communicators whose recorder is "
+        "on (2048 entries) or off (`trace_calls` 0), watchdog and debug mode off; nanoseconds per call (median over "
+        "batches of the slowest rank's mean); Δ and ratio are medians of the per-batch pairs against \"off\". \"off "
+        "again\" is a second communicator without a recorder: its Δ is the noise of the row.\n\n"
+        "| ranks | op | off ns | on ns | Δ ns | ratio | off again ns | Δ ns "
+        "|\n|---:|---|---:|---:|---:|---:|---:|---:|\n";
+    for (MPI_Comm base : {MPI_COMM_SELF, world}) {
+        int ranks = 1;
+        MPI_Comm_size(base, &ranks);
+        Communicator off(base, {.debug = false, .timeout = 0.0, .shared_memory = false, .trace_calls = 0});
+        Communicator on(base, {.debug = false, .timeout = 0.0, .shared_memory = false});
+        Communicator off_again(base, {.debug = false, .timeout = 0.0, .shared_memory = false, .trace_calls = 0});
+        Tensor t = Tensor::ones({1});
+        for (const std::string op : {"allreduce", "barrier"}) {
+            const auto call = [&](Communicator& c) -> std::function<void()> {
+                if (op == "allreduce") return [&c, &t] { c.allreduce_(t); };
+                return [&c] { c.barrier(); };
+            };
+            std::vector<Variant> variants = {{"off", call(off)}, {"on", call(on)}, {"off again", call(off_again)}};
+            const Measured m = measure(base, variants, quick ? 0.001 : 0.01, 1000, quick ? 5 : 41);
+            std::vector<double> ns;
+            for (const auto& v : m.samples) ns.push_back(median(v) * 1e9);
+            text += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:+.1f} | {:.3f} | {:.1f} | {:+.1f} |\n", ranks, op,
+                                ns[0], ns[1], paired_difference(m.samples, 1, 0) * 1e9, paired_ratio(m.samples, 1, 0),
+                                ns[2], paired_difference(m.samples, 2, 0) * 1e9);
+        }
+    }
+    return text + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +217,8 @@ int main(int argc, char** argv) {
     app.add_flag("--quick", quick, "Sizes up to 4 MiB, short batches");
     app.add_option("--op", ops, "Only this op (repeatable)")->check(CLI::IsMember(all_ops));
     app.add_option("--out", out_path, "Where the Markdown tables are written")->capture_default_str();
+    bool recorder_only = false;
+    app.add_flag("--recorder", recorder_only, "Only the flight recorder's cost (on against off)");
     CLI11_PARSE(app, argc, argv);
     if (ops.empty()) ops = all_ops;
     ScopedRuntime rt;
@@ -202,6 +241,7 @@ int main(int argc, char** argv) {
         "the raw call on lockstep's own tensors, so \"lockstep / that\" is lockstep's per-call cost alone.\n\n",
         n, rt->identity().node_count == 1 ? "one node" : fmt::format("{} nodes", rt->identity().node_count));
 
+    if (recorder_only) ops.clear();
     for (const std::string& op : ops) {
         report += fmt::format(
             "### {}\n\n| size | raw MPI µs | raw again (noise) | lockstep µs | ratio | Δ µs | "
@@ -263,7 +303,8 @@ int main(int argc, char** argv) {
         }
         report += "\n";
     }
-    report += per_call_cost_on_one_process(quick);
+    if (!recorder_only) report += per_call_cost_on_one_process(quick);
+    report += recorder_cost(raw_comm, quick);
     MPI_Comm_free(&raw_comm);
     if (rt->identity().is_main_process()) {
         std::fputs(report.c_str(), stdout);
