@@ -496,7 +496,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
                 continue;
             }
             json slice = event(call.op, "X", call.issued - origin, record.rank, lane_tid(call.lane));
-            slice["dur"] = rounded(call.end - call.issued);
+            // The same rounded end as the flows bound to this slice reckon with.
+            slice["dur"] = rounded(rounded(call.end - origin) - rounded(call.issued - origin));
             slice["cat"] = cat;
             if (call.last_arriver) slice["cname"] = "terrible";
             slice["args"] = std::move(args);
@@ -536,7 +537,7 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
 
     // Step 4.
     json snapshots = json::array();
-    for (const RankRecord& record : records) {
+    for (RankRecord& record : records) {
         const int r = record.rank;
         trace_events.push_back(
             metadata("process_name", r, 0,
