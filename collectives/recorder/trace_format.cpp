@@ -15,8 +15,6 @@
 //    arriver's slice to the waiting member's slice, one flow ("s" then "f", its own id) per waiting member.
 // 4. A rank's events are written in time order (metadata first), so that ts never decreases on any of its tracks.
 
-#include "../rank_groups.hpp"
-
 #include <lockstep/base/file_descriptor.hpp>
 #include <lockstep/base/rank_groups.hpp>
 #include <lockstep/errors.hpp>
@@ -58,7 +56,7 @@ std::optional<double> number_at(const json& object, const char* key) {
 
 std::int64_t integer_at(const json& object, const char* key, std::int64_t fallback) {
     const auto value = number_at(object, key);
-    return value ? static_cast<std::int64_t>(*value) : fallback;
+    return value && std::abs(*value) < 9e18 ? static_cast<std::int64_t>(*value) : fallback;
 }
 
 std::string text_at(const json& object, const char* key, std::string fallback = {}) {
@@ -125,6 +123,11 @@ std::string iso_now() {
     return text;
 }
 
+// Bounds on rank numbers: a snapshot of a higher rank is left out, and the job's size guessed from the communicators'
+// members stays below the second, so that a malformed number cannot turn into millions of missing ranks.
+constexpr std::int64_t kMostRanks = 1 << 24;
+constexpr int kMostRanksGuessed = 1 << 16;
+
 // One recorded call on the merged clock, with what the merge learns about it.
 struct Call {
     int rank = 0;
@@ -139,7 +142,7 @@ struct Call {
     bool in_flight = false;
     double issued = 0;  // merged clock, absolute microseconds
     double end = 0;     // completed (blocking), waited or completed (non-blocking), or the snapshot time
-    int lane = 0;       // the thread of a blocking call's slice
+    int lane = 0;       // 0, or the overlapping calls' thread of a blocking call's slice
     // Collectives only.
     int arrival = 0;
     int of = 0;
@@ -194,7 +197,9 @@ RankRecord read_snapshot(const json& snapshot) {
             comm.size = integer_at(c, "size", 0);
             if (world_ranks.is_array()) {
                 for (const json& r : world_ranks) {
-                    if (r.is_number_integer()) comm.world_ranks.push_back(r.get<int>());
+                    if (r.is_number_integer() && r.get<std::int64_t>() >= 0 && r.get<std::int64_t>() < kMostRanks) {
+                        comm.world_ranks.push_back(r.get<int>());
+                    }
                 }
             }
             record.communicator_keys.insert(comm.key);
@@ -222,12 +227,20 @@ RankRecord read_snapshot(const json& snapshot) {
         call.kind = text_at(recorded, "kind", "collective");
         call.nonblocking = field_at(recorded, "nonblocking") == json(true);
         call.issued = *issued + record.offset;
+        // The end of its slice: completed (blocking) or waited for (non-blocking; completed if never waited for);
+        // the snapshot for a call in flight; the last time recorded for a call that failed before completing.
         const auto completed = number_at(recorded, "completed_us");
         const auto waited = number_at(recorded, "waited_us");
-        call.in_flight = !completed || text_at(recorded, "outcome") == "in_flight";
+        const std::string outcome = text_at(recorded, "outcome");
+        call.in_flight = outcome == "in_flight" || (outcome.empty() && !completed);
         std::optional<double> end = call.nonblocking && waited ? waited : completed;
-        if (call.in_flight && !(call.nonblocking && completed)) end.reset();
-        call.end = std::max(call.issued, end ? *end + record.offset : record.snapshot_us);
+        if (call.in_flight && !(call.nonblocking && completed)) {
+            end = record.snapshot_us - record.offset;
+        } else if (!end) {
+            end = std::max({*issued, number_at(recorded, "signature_us").value_or(*issued),
+                            number_at(recorded, "payload_us").value_or(*issued)});
+        }
+        call.end = std::max(call.issued, *end + record.offset);
         if (call.collective()) {
             auto& highest = record.highest_seq[call.comm_key];
             highest = std::max(highest, call.seq);
@@ -300,7 +313,13 @@ std::vector<Collective> match_collectives(std::vector<RankRecord>& records) {
     return collectives;
 }
 
-// A blocking call's slice goes on the lowest thread whose slices have all ended by its start.
+// The thread id of a lane. Lane 0 is thread 0; Perfetto reads thread 0 of process P as thread P, so the other lanes
+// take ids above every rank number, where they meet no rank's.
+int lane_tid(int lane) {
+    return lane == 0 ? 0 : static_cast<int>(kMostRanks) + lane;
+}
+
+// A blocking call's slice goes on the lowest lane whose slices have all ended by its start.
 void assign_lanes(RankRecord& record) {
     std::vector<Call*> blocking;
     for (Call& call : record.calls) {
@@ -317,6 +336,17 @@ void assign_lanes(RankRecord& record) {
         lane_end[lane] = call->end;
         call->lane = static_cast<int>(lane);
     }
+}
+
+// "train.cpp:88 (train_step)": as symbolised by the rank, else from the file, line and function recorded.
+std::string call_site(const json& recorded) {
+    std::string site = text_at(recorded, "site");
+    if (site.empty() && !text_at(recorded, "file").empty()) {
+        site = fmt::format("{}:{}", text_at(recorded, "file"), integer_at(recorded, "line", 0));
+        if (const std::string function = text_at(recorded, "function"); !function.empty())
+            site += " (" + function + ")";
+    }
+    return site;
 }
 
 json relative(const json& recorded, const char* key, double shift) {
@@ -342,7 +372,7 @@ json slice_args(const Call& call, double origin, double offset) {
         {"peer", integer_at(r, "peer", -1)},
         {"tag", integer_at(r, "tag", 0)},
         {"step", integer_at(r, "step", 0)},
-        {"site", text_at(r, "site")},
+        {"site", call_site(r)},
         {"outcome", call.in_flight ? std::string("in_flight") : text_at(r, "outcome", "ok")},
         {"issued_us", rounded(call.issued - origin)},
         {"signature_us", relative(r, "signature_us", shift)},
@@ -402,8 +432,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
     std::set<int> seen;
     for (const json& snapshot : ranks) {
         if (!snapshot.is_object()) continue;
-        const int rank = static_cast<int>(integer_at(snapshot, "rank", -1));
-        if (rank < 0 || !seen.insert(rank).second) continue;
+        const std::int64_t rank = integer_at(snapshot, "rank", -1);
+        if (rank < 0 || rank >= kMostRanks || !seen.insert(static_cast<int>(rank)).second) continue;
         records.push_back(read_snapshot(snapshot));
     }
     std::sort(records.begin(), records.end(), [](const RankRecord& a, const RankRecord& b) { return a.rank < b.rank; });
@@ -416,14 +446,15 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
     }
     if (!std::isfinite(origin)) origin = 0;
 
+    // The job's size; guessed from the snapshots when not given.
     int expected = context.expected_ranks;
     if (expected <= 0) {
         for (const RankRecord& record : records) {
-            expected = std::max(expected, record.rank + 1);
             for (const auto& [id, comm] : record.communicators) {
-                for (const int w : comm.world_ranks) expected = std::max(expected, w + 1);
+                for (const int w : comm.world_ranks) expected = std::max(expected, std::min(w + 1, kMostRanksGuessed));
             }
         }
+        for (const RankRecord& record : records) expected = std::max(expected, record.rank + 1);
     }
     std::vector<int> missing;
     for (int r = 0; r < expected; ++r) {
@@ -464,8 +495,9 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
                 events.push_back({rounded(call.end - origin), 2, std::move(end)});
                 continue;
             }
-            json slice = event(call.op, "X", call.issued - origin, record.rank, call.lane);
-            slice["dur"] = rounded(call.end - call.issued);
+            json slice = event(call.op, "X", call.issued - origin, record.rank, lane_tid(call.lane));
+            // The same rounded end as the flows bound to this slice reckon with.
+            slice["dur"] = rounded(rounded(call.end - origin) - rounded(call.issued - origin));
             slice["cat"] = cat;
             if (call.last_arriver) slice["cname"] = "terrible";
             slice["args"] = std::move(args);
@@ -489,8 +521,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
             // A waiting member's slice over before the last arrived: the clock offsets are off, the flow not drawn.
             if (finish_ts < start_ts) continue;
             ++flow_id;
-            json start = event("wait", "s", start_ts, last.rank, last.lane);
-            json finish = event("wait", "f", finish_ts, waiting->rank, waiting->lane);
+            json start = event("wait", "s", start_ts, last.rank, lane_tid(last.lane));
+            json finish = event("wait", "f", finish_ts, waiting->rank, lane_tid(waiting->lane));
             for (json* e : {&start, &finish}) {
                 (*e)["cat"] = "wait";
                 (*e)["id"] = flow_id;
@@ -505,7 +537,7 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
 
     // Step 4.
     json snapshots = json::array();
-    for (const RankRecord& record : records) {
+    for (RankRecord& record : records) {
         const int r = record.rank;
         trace_events.push_back(
             metadata("process_name", r, 0,
@@ -514,14 +546,14 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
         trace_events.push_back(metadata("process_sort_index", r, 0, {{"sort_index", r}}));
         for (int lane = 0; lane < lanes_of[r]; ++lane) {
             trace_events.push_back(
-                metadata("thread_name", r, lane, {{"name", lane == 0 ? "calls" : "calls (overlapping)"}}));
+                metadata("thread_name", r, lane_tid(lane), {{"name", lane == 0 ? "calls" : "calls (overlapping)"}}));
         }
         std::vector<Event>& events = events_of[r];
         std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
             return a.ts < b.ts || (a.ts == b.ts && a.order < b.order);
         });
         for (Event& e : events) trace_events.push_back(std::move(e.body));
-        snapshots.push_back(record.snapshot);
+        snapshots.push_back(std::move(record.snapshot));
     }
 
     json collective_list = json::array();
@@ -602,7 +634,7 @@ RankState rank_state(const json& snapshot, std::int64_t comm) {
         return state;
     }
     state.text += fmt::format("; in flight {} #{}", text_at(*flight, "op"), integer_at(*flight, "seq", 0));
-    if (const std::string site = text_at(*flight, "site"); !site.empty()) state.text += " at " + site;
+    if (const std::string site = call_site(*flight); !site.empty()) state.text += " at " + site;
     if (in_flight > 1) state.text += fmt::format(" (+{} more in flight)", in_flight - 1);
     state.for_us = std::max(0.0, snapshot_us - number_at(*flight, "issued_us").value_or(snapshot_us));
     return state;
@@ -838,13 +870,18 @@ void write_atomically(const std::filesystem::path& target, std::string_view text
 // The trace as text: one event a line, so that the file reads and greps well.
 std::string trace_text(const json& merged) {
     const auto dump = [](const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); };
-    std::string out = "{";
-    bool first = true;
+    if (!merged.is_object()) return dump(merged) + "\n";
+    // traceEvents first: a reader that streams the file (Perfetto) finds the events before lockstep's own keys.
+    std::vector<std::string> keys;
+    if (merged.contains("traceEvents")) keys.push_back("traceEvents");
     for (const auto& [key, value] : merged.items()) {
-        out += first ? "\n" : ",\n";
-        first = false;
-        out += dump(key) + ": ";
-        if (key != "traceEvents" || !value.is_array()) {
+        if (key != "traceEvents") keys.push_back(key);
+    }
+    std::string out = "{";
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+        const json& value = merged.at(keys[k]);
+        out += (k == 0 ? "\n" : ",\n") + dump(keys[k]) + ": ";
+        if (keys[k] != "traceEvents" || !value.is_array()) {
             out += dump(value);
             continue;
         }

@@ -62,7 +62,7 @@ inline json call(const CallSpec& spec) {
               {"payload_us", spec.issued_us + 1.0},
               {"completed_us", in_flight ? json(nullptr) : json(*spec.completed_us)},
               {"waited_us", spec.waited_us ? json(*spec.waited_us) : json(nullptr)},
-              {"outcome", in_flight ? "in_flight" : (spec.error.empty() ? "ok" : "error")}};
+              {"outcome", !spec.error.empty() ? "error" : (in_flight ? "in_flight" : "ok")}};
     if (!spec.error.empty()) c["error"] = spec.error;
     return c;
 }
