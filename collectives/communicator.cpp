@@ -4,6 +4,7 @@
 
 #include "communicator_impl.hpp"
 #include "rank_groups.hpp"
+#include "recorder/dump.hpp"
 #include "wait_statistics.hpp"
 #include "watchdog/report.hpp"
 
@@ -300,6 +301,7 @@ void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, c
         *report += world_note;
         get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
         detail::throw_shared_failure(sigs, *report, error);
+        *report += detail::collective_error_trace(id, mine.sequence);  // not for an error every process shared
         std::vector<CallRejectedError::Failure> failures;
         for (std::size_t r = 0; r < sigs.size(); ++r) {
             if (!sigs[r].failure_type.empty())
@@ -308,7 +310,7 @@ void Communicator::Impl::exchange_and_check(const detail::WireSignature& mine, c
         throw CallRejectedError(std::move(*report), std::move(failures));
     }
     if (auto report = check_signatures(sigs)) {
-        *report += world_note;
+        *report += world_note + detail::collective_error_trace(id, mine.sequence);
         get_logger("lockstep.debug").error("{}", *report);  // the main process logs it; every rank throws it
         throw SignatureMismatchError(std::move(*report), std::move(sigs));
     }

@@ -22,6 +22,12 @@ void Watchdog::forget_communicator(std::uint64_t comm_id) {
     s.registered.erase(it);
 }
 
+std::vector<Endpoint> Watchdog::members(std::uint64_t comm_id) const {
+    std::scoped_lock lock(state_->registry_mutex);
+    const auto it = state_->registered.find(comm_id);
+    return it == state_->registered.end() ? std::vector<Endpoint>{} : it->second.members;
+}
+
 void Watchdog::label_communicator(std::uint64_t comm_id, std::string label) {
     std::scoped_lock lock(state_->registry_mutex);
     if (auto it = state_->registered.find(comm_id); it != state_->registered.end()) it->second.label = std::move(label);

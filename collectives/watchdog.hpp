@@ -57,6 +57,8 @@ public:
     [[nodiscard]] Boards register_communicator(std::uint64_t comm_id, std::vector<Endpoint> members, double timeout,
                                                TimeoutAction on_timeout = {});
     void forget_communicator(std::uint64_t comm_id);
+    // The members of a registered communicator, in its rank order (empty when it is not registered).
+    [[nodiscard]] std::vector<Endpoint> members(std::uint64_t comm_id) const;
     // Names what lockstep uses one of its own communicators for (e.g. its start-up checks): reports then say
     // "`lockstep::allgather` #1 ... in <label>" rather than show an internal call as if it were the program's.
     void label_communicator(std::uint64_t comm_id, std::string label);

@@ -1,9 +1,10 @@
 // The world communicator and what starts and ends with it: the hooks registered to start with it (world_hooks.hpp:
 // the device inventory, the straggler report) on a labelled duplicate, and at Runtime::finalize the comparison of how
-// many collectives each process made, then freeing.
+// many collectives each process made, the trace file if one was asked for, then freeing.
 
 #include "communicator_impl.hpp"
 #include "rank_groups.hpp"
+#include "recorder/dump.hpp"
 #include "wait_statistics.hpp"
 #include "world_hooks.hpp"
 
@@ -90,6 +91,8 @@ Communicator& Communicator::world() {
             MPI_Finalized(&mpi_finalized);  // by another library (mpi4py) first: no more MPI calls, only the frees
             try {
                 if (mpi_finalized == 0) compare_call_counts(*closing, world->impl_->sequence);
+                // Every process passed the comparison, so every one is here for the trace's gather.
+                if (mpi_finalized == 0) detail::dump_trace_at_exit(closing->impl_->comm);
             } catch (const Error& e) {
                 get_logger("lockstep.debug").error(every_rank, "the comparison of call counts failed: {}", e.what());
             }

@@ -6,9 +6,9 @@
 // this parser, which the build installs.
 //
 // The program itself links neither libmpi nor liblockstep: hostcheck is built in, and the commands that need the
-// runtime (launch, config, env, test) come from the module liblockstep_commands.so, loaded only when the command line
-// is not `lockstep hostcheck ...`. Where MPI is broken, hostcheck still starts and says why; the other commands say
-// that the runtime could not be loaded, and why.
+// runtime (launch, config, env, test, trace) come from the module liblockstep_commands.so, loaded only when the command
+// line is not `lockstep hostcheck ...`. Where MPI is broken, hostcheck still starts and says why; the other commands
+// say that the runtime could not be loaded, and why.
 
 #include "subcommand.hpp"
 #include "tool_commit.hpp"
@@ -38,7 +38,7 @@ constexpr int exit_usage = 2;
 
 // The commands that live in the runtime module, named here so that a command line asking for one of them gets the
 // module's load error rather than "not a lockstep command".
-constexpr std::array<std::string_view, 4> runtime_commands{"launch", "config", "env", "test"};
+constexpr std::array<std::string_view, 5> runtime_commands{"launch", "config", "env", "test", "trace"};
 
 // Where the module is: next to the program in a build tree, else in <libdir>/lockstep of the installation the program
 // belongs to (found relative to the program, so that a moved installation still works).
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
                            *first_word, why);
             } else {
                 fmt::print(stderr,
-                           "lockstep: launch, config, env and test are unavailable: the lockstep runtime could "
+                           "lockstep: launch, config, env, test and trace are unavailable: the lockstep runtime could "
                            "not be loaded: {}\n",
                            why);
             }

@@ -32,6 +32,7 @@ struct Subcommand {
 [[nodiscard]] Subcommand add_config_command(CLI::App& parent);
 [[nodiscard]] Subcommand add_env_command(CLI::App& parent);
 [[nodiscard]] Subcommand add_test_command(CLI::App& parent);
+[[nodiscard]] Subcommand add_trace_command(CLI::App& parent);
 
 // ------------------------------------------------------------------------------------------- suggestions
 

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -43,6 +44,12 @@ std::array<std::uint8_t, 16> random_key() {
         filled += static_cast<std::size_t>(n);
     }
     return key;
+}
+
+double realtime_us() {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<double>(now.tv_sec) * 1e6 + static_cast<double>(now.tv_nsec) / 1e3;
 }
 
 int milliseconds_until(Clock::time_point deadline) {
@@ -119,17 +126,24 @@ std::vector<Query> ask_all(const std::vector<Endpoint>& to, std::string_view ver
                 const ssize_t n = ::send(q.fd.get(), q.out.data(), q.out.size(), MSG_NOSIGNAL);
                 if (n < 0 && errno != EAGAIN) q.failure = "the connection broke";
                 if (n > 0) q.out.erase(0, static_cast<std::size_t>(n));
+                if (q.out.empty()) q.sent_us = realtime_us();
                 continue;
             }
-            char buf[4096];
+            // Answers can be megabytes (TRACE): large reads, and the newline looked for only in what is new.
+            char buf[65536];
             const ssize_t n = ::read(q.fd.get(), buf, sizeof buf);
             if (n < 0 && errno == EAGAIN) continue;
             if (n <= 0) {
                 q.failure = q.in.empty() ? "the connection was closed without an answer" : "a truncated answer";
                 continue;
             }
+            const std::size_t seen = q.in.size();
             q.in.append(buf, static_cast<std::size_t>(n));
-            if (const auto newline = q.in.find('\n'); newline != std::string::npos) q.answer = q.in.substr(0, newline);
+            if (const auto newline = q.in.find('\n', seen); newline != std::string::npos) {
+                q.answered_us = realtime_us();
+                q.in.resize(newline);
+                q.answer = std::move(q.in);
+            }
         }
     }
     return queries;

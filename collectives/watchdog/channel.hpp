@@ -30,6 +30,9 @@ constexpr auto client_deadline = std::chrono::milliseconds(500);
 constexpr std::size_t most_clients = 256;
 // How long a query of peers waits for their answers: long enough for a loaded node, short enough for a report.
 constexpr auto ask_deadline = std::chrono::seconds(2);
+// Once a request is answered, the server gives the client this long to take the answer: a TRACE answer can be
+// megabytes, more than client_deadline allows on a loaded node.
+constexpr auto answer_deadline = std::chrono::seconds(10);
 
 std::string key_text(const std::array<std::uint8_t, 16>& key);
 
@@ -37,6 +40,9 @@ std::string key_text(const std::array<std::uint8_t, 16>& key);
 bool same_key(std::string_view presented, const std::string& expected);
 
 std::array<std::uint8_t, 16> random_key();
+
+// This process's CLOCK_REALTIME in microseconds.
+[[nodiscard]] double realtime_us();
 
 int milliseconds_until(Clock::time_point deadline);
 
@@ -48,6 +54,10 @@ struct Query {
     bool connected = false;
     std::optional<std::string> answer;  // the line received
     std::string failure;                // why there is none
+    // CLOCK_REALTIME microseconds when the request was sent and when the answer was complete: the bounds of the
+    // asked process's clock reading in its answer, for the estimate of its clock's offset.
+    double sent_us = 0.0;
+    double answered_us = 0.0;
     [[nodiscard]] bool done() const { return answer.has_value() || !failure.empty(); }
 };
 

@@ -263,6 +263,9 @@ struct Watchdog::State {
     // Reads and answers what a client sent; false when the connection is to be closed.
     bool serve(Client& c, short revents);
     void answer(Client& c, std::string_view line);
+    std::string trace_answer();
+    std::string peers_answer();
+    std::string dump_hang_trace();  // the report's closing lines
 
     void loop();
     void check(Clock::time_point now);

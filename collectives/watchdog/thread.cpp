@@ -1,5 +1,10 @@
 #include "state.hpp"
 
+#include "../recorder/collect.hpp"
+#include "../recorder/dump.hpp"
+#include "../recorder/job_directory.hpp"
+#include "../recorder/recorder.hpp"
+
 #include <mpi.h>
 
 #include <lockstep/logging.hpp>
@@ -15,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace lockstep::detail {
 
@@ -48,6 +54,7 @@ bool Watchdog::State::serve(Client& c, short revents) {
         c.answered = true;
         answer(c, std::string_view(c.in).substr(0, newline));
         if (c.out.empty()) return false;
+        c.deadline = Clock::now() + answer_deadline;  // a large answer (TRACE) takes longer than a request
     }
     if ((revents & (POLLERR | POLLHUP)) != 0 && c.out.empty()) return false;
     if (!c.out.empty()) {
@@ -79,6 +86,8 @@ void Watchdog::State::answer(Client& c, std::string_view line) {
     const std::string_view verb = line.substr(0, space);
     if (verb == "BOARD") {
         c.out = board_json().dump() + "\n";
+    } else if (verb == "TRACE" || verb == "PEERS") {
+        c.out = verb == "TRACE" ? trace_answer() : peers_answer();
     } else if (verb == "NUDGE") {
         nudged = true;
         c.out = "OK\n";
@@ -90,6 +99,28 @@ void Watchdog::State::answer(Client& c, std::string_view line) {
         std::fflush(stderr);
         std::_Exit(124);
     }
+}
+
+// This process's recorder snapshot with its clock at the time of the answer, as one line; never throws (the serving
+// thread must go on).
+std::string Watchdog::State::trace_answer() {
+    try {
+        nlohmann::json snapshot = recorder_snapshot();
+        snapshot["clock_us"] = realtime_us();
+        return snapshot.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    } catch (const std::exception& e) {
+        return nlohmann::json({{"rank", world_rank}, {"error", e.what()}}).dump() + "\n";
+    }
+}
+
+// Every process this one knows, with its key: a tool that holds one rank's key reaches them all.
+std::string Watchdog::State::peers_answer() {
+    std::scoped_lock lock(registry_mutex);
+    std::map<int, Endpoint> known = known_endpoints();
+    known.emplace(self.world_rank, self);
+    nlohmann::json peers = nlohmann::json::array();
+    for (const auto& [rank, e] : known) peers.push_back(endpoint_json(e));
+    return nlohmann::json({{"peers", std::move(peers)}}).dump() + "\n";
 }
 
 void Watchdog::State::loop() {
@@ -199,6 +230,7 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
                                     verdict.reporter_endpoint.world_rank,
                                     std::chrono::duration_cast<std::chrono::seconds>(reporter_grace).count());
     }
+    verdict.text += dump_hang_trace();
     record_verdict(verdict.text);
     log.critical(every_rank, "{}\nEnding the job (exit code 124).", verdict.text);
     std::fflush(stderr);
@@ -206,6 +238,17 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
     while (!stop && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (stop) return;
     end_job();
+}
+
+// Every known process's recorded calls, collected over the channel after the report (a process that does not answer
+// within a few seconds is named missing), in a trace file that the report's last lines name.
+std::string Watchdog::State::dump_hang_trace() {
+    std::vector<Endpoint> ranks;
+    {
+        std::scoped_lock lock(registry_mutex);
+        for (const auto& [rank, e] : known_endpoints()) ranks.push_back(e);
+    }
+    return "\n" + dump_trace(ranks, "hang", trace_destination("hang"));
 }
 
 // Every other process ends itself with exit code 124. MPI_Abort is not their way out: when a peer is already inside
@@ -264,6 +307,7 @@ Watchdog::~Watchdog() {
         for (std::thread& t : state_->raising) t.join();
         ::close(state_->wake_pipe[0]);
         ::close(state_->wake_pipe[1]);
+        withdraw_endpoint(state_->self);
     }
 }
 
@@ -300,7 +344,9 @@ void Watchdog::ensure_started(int /*thread_level*/, int world_rank) {
     s.self.pid = ::getpid();
     s.self.world_rank = id.rank;
     s.self.key = random_key();
+    s.self.started_s = static_cast<std::uint32_t>(std::time(nullptr));
     s.key = key_text(s.self.key);
+    publish_endpoint(s.self);
     if (::pipe2(s.wake_pipe, O_CLOEXEC) != 0) {
         throw Error(fmt::format("watchdog: pipe2() failed: {}", std::strerror(errno)));
     }

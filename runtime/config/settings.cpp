@@ -81,6 +81,8 @@ constexpr std::array table = {
         "staging_chunk_bytes", env_names::staging_chunk_bytes),
     setting<&Config::watchdog_host, watchdog_host_kind, &ConfigOverrides::watchdog_host>("watchdog_host",
                                                                                          env_names::watchdog_host),
+    setting<&Config::trace_file, trace_file_kind, &ConfigOverrides::trace_file>("trace_file", env_names::trace_file),
+    setting<&Config::trace_dir, trace_dir_kind, &ConfigOverrides::trace_dir>("trace_dir", env_names::trace_dir),
     setting<&Config::shm, shm_mode_kind, &ConfigOverrides::shm>("shm", env_names::shm),
     setting<&Config::shm_arena_size, arena_size_kind, &ConfigOverrides::shm_arena_size>("shm_arena_size",
                                                                                         env_names::shm_arena_size),

@@ -219,6 +219,27 @@ std::string show_watchdog_host(const std::optional<std::string>& host) {
     return host.value_or("auto");
 }
 
+// --- where trace files go
+
+bool read_path(std::string_view text, std::optional<std::string>& path) {
+    path = text.empty() ? std::nullopt : std::optional<std::string>(text);
+    return true;
+}
+
+std::optional<std::string> refuse_path(const std::optional<std::string>& path) {
+    if (path && path->find('\0') != std::string::npos) return std::string("contains a NUL character");
+    if (path && path->size() > 4095) return std::string("is longer than 4095 characters");
+    return std::nullopt;
+}
+
+std::string show_trace_file(const std::optional<std::string>& path) {
+    return path.value_or("none");
+}
+
+std::string show_trace_dir(const std::optional<std::string>& path) {
+    return path.value_or(".");
+}
+
 // --- the shared-memory arena
 
 bool read_shm_mode(std::string_view text, ShmMode& mode) {

@@ -150,6 +150,19 @@ inline constexpr Kind<std::optional<std::string>> watchdog_host_kind{
     "(127.0.0.1 on one node, else the host name)",
     read_watchdog_host, refuse_watchdog_host, show_watchdog_host};
 
+// --- where trace files go (docs/tracing.md)
+
+bool read_path(std::string_view text, std::optional<std::string>& path);
+std::optional<std::string> refuse_path(const std::optional<std::string>& path);
+std::string show_trace_file(const std::optional<std::string>& path);
+std::string show_trace_dir(const std::optional<std::string>& path);
+inline constexpr Kind<std::optional<std::string>> trace_file_kind{
+    "a file path", "a file path (the trace written at exit, and by any dump), or empty for none", read_path,
+    refuse_path, show_trace_file};
+inline constexpr Kind<std::optional<std::string>> trace_dir_kind{
+    "a directory path", "a directory path for trace files, or empty for the working directory", read_path, refuse_path,
+    show_trace_dir};
+
 // --- the shared-memory arena
 
 bool read_shm_mode(std::string_view text, ShmMode& mode);

@@ -55,6 +55,8 @@ struct ConfigOverrides {
     std::optional<bool> cuda_aware;
     std::optional<std::size_t> staging_chunk_bytes;
     std::optional<std::string> watchdog_host;
+    std::optional<std::string> trace_file;
+    std::optional<std::string> trace_dir;
     std::optional<ShmMode> shm;
     std::optional<std::size_t> shm_arena_size;  // bytes per process
     std::optional<std::size_t> shm_threshold;   // bytes
@@ -89,6 +91,10 @@ struct LOCKSTEP_API Config {
     std::size_t staging_chunk_bytes = std::size_t{4} << 20;  // per copy when device data is staged through host memory
     std::optional<std::string> watchdog_host;  // address the watchdog publishes; unset: 127.0.0.1 on one node, else
                                                // the host name
+    // Trace files (docs/tracing.md): trace_file asks for one at Runtime::finalize and names the file every dump
+    // writes; trace_dir holds the dumps' files otherwise (unset: the working directory).
+    std::optional<std::string> trace_file;
+    std::optional<std::string> trace_dir;
 
     // The node's shared-memory arena for host tensors (shared_memory.hpp).
     ShmMode shm = ShmMode::Auto;
@@ -154,6 +160,8 @@ inline constexpr const char* seed = "LOCKSTEP_SEED";
 inline constexpr const char* cuda_aware = "LOCKSTEP_CUDA_AWARE";
 inline constexpr const char* staging_chunk_bytes = "LOCKSTEP_STAGING_CHUNK_BYTES";
 inline constexpr const char* watchdog_host = "LOCKSTEP_WATCHDOG_HOST";
+inline constexpr const char* trace_file = "LOCKSTEP_TRACE_FILE";
+inline constexpr const char* trace_dir = "LOCKSTEP_TRACE_DIR";
 inline constexpr const char* shm = "LOCKSTEP_SHM";
 inline constexpr const char* shm_arena_size = "LOCKSTEP_SHM_ARENA_SIZE";
 inline constexpr const char* shm_threshold = "LOCKSTEP_SHM_THRESHOLD";

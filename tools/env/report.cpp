@@ -179,6 +179,8 @@ json config_section() {
         add("cuda_aware", config.cuda_aware ? json(*config.cuda_aware) : json(nullptr));
         add("staging_chunk_bytes", config.staging_chunk_bytes);
         add("watchdog_host", optional_json(config.watchdog_host));
+        add("trace_file", optional_json(config.trace_file));
+        add("trace_dir", optional_json(config.trace_dir));
         add("shm", std::string(shm_mode_name(config.shm)));
         add("shm_arena_size", config.shm_arena_size ? json(*config.shm_arena_size) : json(nullptr));
         add("shm_threshold", config.shm_threshold);

@@ -40,6 +40,7 @@ struct CommandLine {
     std::optional<std::string> log_level;
     std::optional<std::string> timeout;
     std::optional<std::string> config_file;
+    std::optional<std::string> trace_file;
     std::string mpirun_args;
     std::string launcher = "auto";
     std::optional<std::string> launcher_path;
@@ -316,6 +317,8 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
         request.log_level = cl.log_level;
         request.timeout = cl.timeout;
         request.config_file = cl.config_file;
+        request.trace_file = cl.trace_file;
+        request.job_id = fmt::format("launch-{}", ::getpid());
         request.mpirun_args = ln::split_shell_words(cl.mpirun_args, "--mpirun-args");
         request.launcher_path = cl.launcher_path;
         request.program = program;
@@ -453,6 +456,8 @@ Subcommand add_launch_command(CLI::App& parent) {
     app->add_option("--config", cl->config_file,
                     "Config file to use instead of the default one (forwarded to every rank)")
         ->option_text("FILE");
+    app->add_option("--trace", cl->trace_file,
+                    "Write a trace of every rank's last calls to this file when the job ends (LOCKSTEP_TRACE_FILE)");
     app->add_option("--mpirun-args", cl->mpirun_args,
                     "More arguments for mpirun/srun, split like a shell would (quotes kept, nothing expanded)");
     app->add_option("--launcher", cl->launcher,

@@ -244,6 +244,13 @@ Plan plan_launch(const Request& request, mpi_launcher::Launcher launcher, const 
         const auto absolute = std::filesystem::absolute(*request.config_file, ec);
         set_flag(env_names::config_file, ec ? *request.config_file : absolute.string());
     }
+    if (request.trace_file) {
+        std::error_code ec;
+        const auto absolute = std::filesystem::absolute(*request.trace_file, ec);
+        set_flag(env_names::trace_file, ec ? *request.trace_file : absolute.lexically_normal().string());
+    }
+    if (request.job_id && !plan.environment.contains("LOCKSTEP_JOB_ID"))
+        plan.environment["LOCKSTEP_JOB_ID"] = *request.job_id;
     std::string list;
     for (const auto& name : flag_variables) list += (list.empty() ? "" : ",") + name;
     plan.environment[env_names::launcher_flags] = list;

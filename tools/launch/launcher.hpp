@@ -44,6 +44,9 @@ struct Request {
     std::optional<std::string> log_level;
     std::optional<std::string> timeout;  // as typed: the library's parser checks it, with the library's message
     std::optional<std::string> config_file;
+    std::optional<std::string> trace_file;  // --trace: made absolute here, so every rank writes the same file
+    // The job's id for the job directory of on-demand traces (LOCKSTEP_JOB_ID), unless the environment has one.
+    std::optional<std::string> job_id;
     std::vector<std::string> mpirun_args;      // already split
     std::optional<std::string> launcher_path;  // the mpirun or srun to run; default: found on PATH
     std::vector<std::string> program;          // program and its arguments
