@@ -1,4 +1,5 @@
 #include "fixed_record.hpp"
+#include "recorder/job_directory.hpp"
 #include "recorder/recorder.hpp"
 #include "recorder/trace_format.hpp"
 #include "wait_statistics.hpp"
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 
 namespace lockstep {
@@ -167,7 +167,7 @@ std::string straggler_report(Communicator& comm, const std::filesystem::path& tr
     if (comm.rank() != 0) return text;
     detail::TraceContext context;
     context.reason = "straggler";
-    if (const char* job = std::getenv("LOCKSTEP_JOB_ID")) context.job = job;
+    context.job = detail::job_id_from_environment();
     context.expected_ranks = comm.size();
     detail::write_trace(trace_file, detail::merge_trace(snapshots, context));
     const std::string written = fmt::format(
