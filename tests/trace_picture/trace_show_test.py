@@ -213,6 +213,13 @@ with tempfile.TemporaryDirectory() as tmp:
             r.returncode == 1 and out in r.stderr and len(r.stderr.strip().splitlines()) == 1,
             f"{what}: exit 1 naming the path (got {r.returncode}: {r.stderr.strip()!r})",
         )
+    # A device that is always full: the reason as the system gives it, as root too.
+    if os.path.exists("/dev/full"):
+        r = run(trace_file, "--output", "/dev/full")
+        check(
+            r.returncode == 1 and "/dev/full" in r.stderr and "No space" in r.stderr,
+            f"a full device: exit 1 with the reason ({r.stderr.strip()!r})",
+        )
     if os.geteuid() != 0:
         ro = os.path.join(tmp, "readonly")
         os.mkdir(ro, 0o500)
