@@ -1,7 +1,8 @@
 """straggler_report(world, FILE) under mpirun, drawn: 3 ranks allreduce in a loop, the last one computing 50 ms longer
 per step (straggler_trace_program.cpp). The main process writes FILE (reason "straggler", every rank present) and its
 summary; in the timeline the last rank is the last arriver of (nearly) every allreduce and its row alone is marked
-red; the whole-run picture names it as the rank that waits least.
+red; the whole-run picture names it as the rank that waits least, from this file and from the dump at exit
+(LOCKSTEP_TRACE_FILE) alike.
 
 Usage: straggler_trace_test.py MPIRUN PROGRAM SOURCE_ROOT"""
 
@@ -32,11 +33,13 @@ def check(ok, what):
 
 with tempfile.TemporaryDirectory() as tmp:
     trace_file = os.path.join(tmp, "straggler.json")
+    exit_file = os.path.join(tmp, "exit.json")  # the dump at exit (trace_file) carries the same wait profiles
     r = subprocess.run(
         [MPIRUN, "-n", str(RANKS), "--oversubscribe", PROGRAM, trace_file, str(STEPS), str(EXTRA_MS)],
         capture_output=True,
         text=True,
         timeout=150,
+        env=dict(os.environ, LOCKSTEP_TRACE_FILE=exit_file),
     )
     print(r.stdout[-3000:])
     check(r.returncode == 0, f"the program exits 0 (got {r.returncode}: {r.stderr[-2000:]})")
@@ -71,6 +74,11 @@ with tempfile.TemporaryDirectory() as tmp:
     w_layout = trace_show.render_whole_run(trace, os.path.join(tmp, "whole2.png"))
     check(w_layout["straggler"] == SLOW, f"the whole run names rank {SLOW} as the one that waits least")
     check(red_pixels(image.imread(whole), w_layout, SLOW) > 300, f"the whole-run picture marks rank {SLOW} in red")
+    if os.path.isfile(exit_file):
+        exit_layout = trace_show.render_whole_run(trace_show.load_trace(exit_file), os.path.join(tmp, "exit.png"))
+        check(exit_layout["straggler"] == SLOW, f"the dump at exit, drawn over the whole run, names rank {SLOW}")
+    else:
+        check(False, f"the dump at exit was written ({exit_file})")
 
 if failures:
     print(f"{len(failures)} checks failed")
