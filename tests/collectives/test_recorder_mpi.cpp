@@ -367,8 +367,13 @@ BOOST_AUTO_TEST_CASE(mpi_calls_of_a_watched_program_are_recorded) {
     const void* caller = &here;  // stands for a return address; the snapshot symbolises it
     fw::begin_collective(watched, {.name = "MPI_Allreduce", .count = 3, .datatype = "MPI_INT", .caller = caller});
     fw::end_collective(watched);
-    fw::begin_point_to_point(watched, {.name = "MPI_Send", .direction = fw::Direction::send, .peer = 1, .tag = 9,
-                                       .file = "train.py", .line = 40, .function = "step"});
+    fw::begin_point_to_point(watched, {.name = "MPI_Send",
+                                       .direction = fw::Direction::send,
+                                       .peer = 1,
+                                       .tag = 9,
+                                       .file = "train.py",
+                                       .line = 40,
+                                       .function = "step"});
     fw::end_point_to_point(watched);
     const json snap = detail::recorder_snapshot();
     const json& made = newest(snap);
