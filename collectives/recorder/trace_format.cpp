@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -844,7 +845,9 @@ namespace {
 // Writes `text` to `target` through a temporary file beside it, renamed into place, so that a reader never sees
 // half a file and a failure leaves no partial one.
 void write_atomically(const std::filesystem::path& target, std::string_view text) {
-    const std::filesystem::path temporary = target.string() + fmt::format(".tmp.{}", ::getpid());
+    // Named by process and by call, so that two dumps writing the same name at once do not share a temporary file.
+    static std::atomic<unsigned> writes{0};
+    const std::filesystem::path temporary = target.string() + fmt::format(".tmp.{}.{}", ::getpid(), writes++);
     const auto fail = [&](std::string_view what, int error) {
         ::unlink(temporary.c_str());
         throw Error(fmt::format("cannot write the trace file {}: {}: {}", target.string(), what, std::strerror(error)));
