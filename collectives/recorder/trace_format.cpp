@@ -36,6 +36,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <thread>
 
 namespace lockstep::detail {
 namespace {
@@ -844,7 +845,10 @@ namespace {
 // Writes `text` to `target` through a temporary file beside it, renamed into place, so that a reader never sees
 // half a file and a failure leaves no partial one.
 void write_atomically(const std::filesystem::path& target, std::string_view text) {
-    const std::filesystem::path temporary = target.string() + fmt::format(".tmp.{}", ::getpid());
+    // Named by process and thread, so that two dumps writing the same name at once do not share a temporary file.
+    const std::filesystem::path temporary =
+        target.string() +
+        fmt::format(".tmp.{}.{:x}", ::getpid(), std::hash<std::thread::id>{}(std::this_thread::get_id()));
     const auto fail = [&](std::string_view what, int error) {
         ::unlink(temporary.c_str());
         throw Error(fmt::format("cannot write the trace file {}: {}: {}", target.string(), what, std::strerror(error)));
