@@ -4,7 +4,9 @@ summary; in the timeline the last rank is the last arriver of (nearly) every all
 red; the whole-run picture names it as the rank that waits least, from this file and from the dump at exit
 (LOCKSTEP_TRACE_FILE) alike.
 
-Usage: straggler_trace_test.py MPIRUN PROGRAM SOURCE_ROOT"""
+The file also passes the trace-event validator (tests/trace/validate_trace.py) with every rank present.
+
+Usage: straggler_trace_test.py MPIRUN PROGRAM SOURCE_ROOT VALIDATOR"""
 
 import json
 import os
@@ -14,7 +16,7 @@ import tempfile
 
 from matplotlib import image
 
-MPIRUN, PROGRAM, ROOT = sys.argv[1:4]
+MPIRUN, PROGRAM, ROOT, VALIDATOR = sys.argv[1:5]
 SCRIPT = os.path.join(ROOT, "tools", "trace", "trace_show.py")
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(SCRIPT)]
 import trace_show  # noqa: E402
@@ -47,6 +49,10 @@ with tempfile.TemporaryDirectory() as tmp:
     check(f"lockstep trace show {trace_file} --whole-run" in r.stdout, "the report names the file and how to draw it")
     if failures:
         sys.exit(1)
+    r = subprocess.run(
+        [sys.executable, VALIDATOR, trace_file, "--ranks", str(RANKS)], capture_output=True, text=True, timeout=120
+    )
+    check(r.returncode == 0, f"the file passes the trace-event validator ({r.stdout.strip()[-2000:]})")
     with open(trace_file) as f:
         data = json.load(f)
     check(data["lockstep"]["reason"] == "straggler", "the trace's reason is straggler")
