@@ -90,15 +90,10 @@ void write_recorded(detail::RecordWord* slot, const Call& call, detail::Recorded
                                        detail::RecordedStream::calls, 0}));
 }
 
-detail::RecordedKind recorded_kind(Direction d) noexcept {
-    switch (d) {
-        case Direction::send:
-            return detail::RecordedKind::send;
-        case Direction::receive:
-            return detail::RecordedKind::recv;
-        case Direction::none:
-            break;
-    }
+// What the recorder calls a point-to-point call or wait of `kind` (point_to_point_kind below).
+detail::RecordedKind recorded_kind(detail::ForeignKind kind) noexcept {
+    if (kind == detail::ForeignKind::send) return detail::RecordedKind::send;
+    if (kind == detail::ForeignKind::receive) return detail::RecordedKind::recv;
     return detail::RecordedKind::wait;
 }
 
@@ -244,7 +239,7 @@ void begin_point_to_point(Watched* comm, const Call& call) noexcept {
     if (comm->recorded != nullptr) {
         PointToPointEntry& e = point_to_point_entry;
         e.slot = comm->recorded->shared.open_shared(e.number);
-        write_recorded(e.slot, call, recorded_kind(call.direction), e.number + 1, detail::ticks());
+        write_recorded(e.slot, call, recorded_kind(point_to_point_kind(call.direction)), e.number + 1, detail::ticks());
         detail::CallRing::close(e.slot);
     }
     if (comm->point_to_point == nullptr) return;

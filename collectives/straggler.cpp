@@ -1,4 +1,7 @@
 #include "fixed_record.hpp"
+#include "recorder/job_directory.hpp"
+#include "recorder/recorder.hpp"
+#include "recorder/trace_format.hpp"
 #include "wait_statistics.hpp"
 #include "world_hooks.hpp"
 
@@ -9,6 +12,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 
 namespace lockstep {
 
@@ -106,6 +111,71 @@ std::string straggler_report(Communicator& comm) {
         log.info("{}", text);
     }
     return text;
+}
+
+namespace {
+
+// What every rank sends ahead of its snapshot: the snapshot's length, and its realtime clock read just after a barrier
+// that all ranks leave within microseconds, so that the main process can put ranks of other hosts on its clock (the
+// wait profile's bins are milliseconds to seconds wide).
+struct SnapshotHeader {
+    std::int64_t bytes;
+    double clock_us;
+    detail::FixedText<64> host;
+};
+
+double realtime_us() {
+    using namespace std::chrono;
+    return duration<double, std::micro>(system_clock::now().time_since_epoch()).count();
+}
+
+// Every rank's recorder snapshot, each with "clock_offset_us", on comm's rank 0 in rank order (empty elsewhere):
+// one allgather of the lengths, then one gather of the snapshots padded to the longest.
+std::vector<nlohmann::json> gather_snapshots(Communicator& comm, const nlohmann::json& mine) {
+    const std::string text = mine.dump();
+    comm.barrier();
+    SnapshotHeader header{static_cast<std::int64_t>(text.size()), realtime_us(), {}};
+    header.host.assign(host_name());
+    const std::vector<SnapshotHeader> headers = detail::allgather_fixed(comm, header);
+    std::int64_t longest = 0;
+    for (const SnapshotHeader& h : headers) longest = std::max(longest, h.bytes);
+    Tensor padded = Tensor::zeros({longest}, DType::UInt8);
+    std::memcpy(padded.data(), text.data(), text.size());
+    const Tensor all = comm.gather(padded, 0);
+    std::vector<nlohmann::json> snapshots;
+    if (comm.rank() != 0) return snapshots;
+    const auto* bytes = static_cast<const char*>(all.data());
+    for (std::size_t r = 0; r < headers.size(); ++r) {
+        const std::string_view one(bytes + r * static_cast<std::size_t>(longest),
+                                   static_cast<std::size_t>(headers[r].bytes));
+        nlohmann::json snapshot = nlohmann::json::parse(one);
+        // Ranks on the main process's host share its clock; the others are put on it by the barrier's readings.
+        const bool same_host = headers[r].host.str() == headers[0].host.str();
+        snapshot["clock_offset_us"] = same_host ? 0.0 : headers[0].clock_us - headers[r].clock_us;
+        snapshots.push_back(std::move(snapshot));
+    }
+    return snapshots;
+}
+
+}  // namespace
+
+std::string straggler_report(Communicator& comm, const std::filesystem::path& trace_file) {
+    // The snapshot before the report's own collectives, so that the picture ends with the program's calls.
+    const nlohmann::json mine = detail::recorder_snapshot();
+    std::string text = straggler_report(comm);
+    const std::vector<nlohmann::json> snapshots = gather_snapshots(comm, mine);
+    if (comm.rank() != 0) return text;
+    detail::TraceContext context;
+    context.reason = "straggler";
+    context.job = detail::job_id_from_environment();
+    context.expected_ranks = comm.size();
+    detail::write_trace(trace_file, detail::merge_trace(snapshots, context));
+    const std::string written = fmt::format(
+        "Straggler trace written to {0}; draw each rank's waiting over the whole run with: lockstep trace show {0} "
+        "--whole-run\n",
+        trace_file.string());
+    get_logger("lockstep.straggler").info("{}", written);
+    return text + written;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <lockstep/communicator.hpp>
 #include <lockstep/export.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,13 @@ inline constexpr double straggler_floor_seconds = 0.5;
 // Collective over `comm`: gathers, formats, and logs the report on the main process, at WARNING when someone_waits,
 // else at INFO; returns it on every rank.
 LOCKSTEP_API std::string straggler_report(Communicator& comm = Communicator::world());
+// Collective over `comm`: the report above, and the picture of the whole run behind it: every rank's flight-recorder
+// snapshot (its last calls and its run-long wait profile) gathered to the main process, which writes them as one
+// trace file (reason "straggler") to `trace_file` and its text summary beside it. `lockstep trace show FILE
+// --whole-run` draws from it each rank's share of time spent waiting, bin by bin, and names the rank the others wait
+// for; without --whole-run, the last calls. The library writes the file only (it never runs the renderer). Returns
+// the report on every rank, on the main process followed by a line naming the file. Throws lockstep::Error on the
+// main process when the file cannot be written (after every rank's part is done, so nobody is left waiting).
+LOCKSTEP_API std::string straggler_report(Communicator& comm, const std::filesystem::path& trace_file);
 
 }  // namespace lockstep

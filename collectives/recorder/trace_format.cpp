@@ -36,6 +36,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <thread>
 
 namespace lockstep::detail {
 namespace {
@@ -142,7 +143,7 @@ struct Call {
     bool in_flight = false;
     double issued = 0;  // merged clock, absolute microseconds
     double end = 0;     // completed (blocking), waited or completed (non-blocking), or the snapshot time
-    int lane = 0;       // the thread of a blocking call's slice
+    int lane = 0;       // 0, or the overlapping calls' thread of a blocking call's slice
     // Collectives only.
     int arrival = 0;
     int of = 0;
@@ -313,7 +314,13 @@ std::vector<Collective> match_collectives(std::vector<RankRecord>& records) {
     return collectives;
 }
 
-// A blocking call's slice goes on the lowest thread whose slices have all ended by its start.
+// The thread id of a lane. Lane 0 is thread 0; Perfetto reads thread 0 of process P as thread P, so the other lanes
+// take ids above every rank number, where they meet no rank's.
+int lane_tid(int lane) {
+    return lane == 0 ? 0 : static_cast<int>(kMostRanks) + lane;
+}
+
+// A blocking call's slice goes on the lowest lane whose slices have all ended by its start.
 void assign_lanes(RankRecord& record) {
     std::vector<Call*> blocking;
     for (Call& call : record.calls) {
@@ -489,8 +496,9 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
                 events.push_back({rounded(call.end - origin), 2, std::move(end)});
                 continue;
             }
-            json slice = event(call.op, "X", call.issued - origin, record.rank, call.lane);
-            slice["dur"] = rounded(call.end - call.issued);
+            json slice = event(call.op, "X", call.issued - origin, record.rank, lane_tid(call.lane));
+            // The same rounded end as the flows bound to this slice reckon with.
+            slice["dur"] = rounded(rounded(call.end - origin) - rounded(call.issued - origin));
             slice["cat"] = cat;
             if (call.last_arriver) slice["cname"] = "terrible";
             slice["args"] = std::move(args);
@@ -514,8 +522,8 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
             // A waiting member's slice over before the last arrived: the clock offsets are off, the flow not drawn.
             if (finish_ts < start_ts) continue;
             ++flow_id;
-            json start = event("wait", "s", start_ts, last.rank, last.lane);
-            json finish = event("wait", "f", finish_ts, waiting->rank, waiting->lane);
+            json start = event("wait", "s", start_ts, last.rank, lane_tid(last.lane));
+            json finish = event("wait", "f", finish_ts, waiting->rank, lane_tid(waiting->lane));
             for (json* e : {&start, &finish}) {
                 (*e)["cat"] = "wait";
                 (*e)["id"] = flow_id;
@@ -530,7 +538,7 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
 
     // Step 4.
     json snapshots = json::array();
-    for (const RankRecord& record : records) {
+    for (RankRecord& record : records) {
         const int r = record.rank;
         trace_events.push_back(
             metadata("process_name", r, 0,
@@ -539,7 +547,7 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
         trace_events.push_back(metadata("process_sort_index", r, 0, {{"sort_index", r}}));
         for (int lane = 0; lane < lanes_of[r]; ++lane) {
             trace_events.push_back(
-                metadata("thread_name", r, lane, {{"name", lane == 0 ? "calls" : "calls (overlapping)"}}));
+                metadata("thread_name", r, lane_tid(lane), {{"name", lane == 0 ? "calls" : "calls (overlapping)"}}));
         }
         std::vector<Event>& events = events_of[r];
         std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
@@ -837,7 +845,10 @@ namespace {
 // Writes `text` to `target` through a temporary file beside it, renamed into place, so that a reader never sees
 // half a file and a failure leaves no partial one.
 void write_atomically(const std::filesystem::path& target, std::string_view text) {
-    const std::filesystem::path temporary = target.string() + fmt::format(".tmp.{}", ::getpid());
+    // Named by process and thread, so that two dumps writing the same name at once do not share a temporary file.
+    const std::filesystem::path temporary =
+        target.string() +
+        fmt::format(".tmp.{}.{:x}", ::getpid(), std::hash<std::thread::id>{}(std::this_thread::get_id()));
     const auto fail = [&](std::string_view what, int error) {
         ::unlink(temporary.c_str());
         throw Error(fmt::format("cannot write the trace file {}: {}: {}", target.string(), what, std::strerror(error)));
@@ -863,13 +874,18 @@ void write_atomically(const std::filesystem::path& target, std::string_view text
 // The trace as text: one event a line, so that the file reads and greps well.
 std::string trace_text(const json& merged) {
     const auto dump = [](const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); };
-    std::string out = "{";
-    bool first = true;
+    if (!merged.is_object()) return dump(merged) + "\n";
+    // traceEvents first: a reader that streams the file (Perfetto) finds the events before lockstep's own keys.
+    std::vector<std::string> keys;
+    if (merged.contains("traceEvents")) keys.push_back("traceEvents");
     for (const auto& [key, value] : merged.items()) {
-        out += first ? "\n" : ",\n";
-        first = false;
-        out += dump(key) + ": ";
-        if (key != "traceEvents" || !value.is_array()) {
+        if (key != "traceEvents") keys.push_back(key);
+    }
+    std::string out = "{";
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+        const json& value = merged.at(keys[k]);
+        out += (k == 0 ? "\n" : ",\n") + dump(keys[k]) + ": ";
+        if (keys[k] != "traceEvents" || !value.is_array()) {
             out += dump(value);
             continue;
         }

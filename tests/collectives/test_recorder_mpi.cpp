@@ -8,6 +8,7 @@
 
 #include <collectives/recorder/recorder.hpp>
 #include <lockstep.hpp>
+#include <lockstep/foreign_watch.hpp>
 
 #include "runtime_fixture.hpp"
 
@@ -322,4 +323,77 @@ BOOST_AUTO_TEST_CASE(a_reader_never_sees_a_torn_entry) {
     reader.join();
     BOOST_TEST(bad.load() == 0, first_bad);
     BOOST_TEST(snapshots.load() >= 3);
+}
+
+BOOST_AUTO_TEST_CASE(calls_another_library_carries_are_recorded) {
+    Communicator c(comm().mpi_comm());
+    const std::int64_t dims[] = {2, 5};
+    const std::uint64_t first =
+        c.begin_foreign({.op = OpKind::Allreduce, .dtype = DType::Float32, .shape = dims, .reduce_op = ReduceOp::Sum});
+    const std::uint64_t second = c.begin_foreign({.op = OpKind::Barrier});
+    // The carrier may complete them on another thread, and out of order.
+    std::thread([&] {
+        c.end_foreign(second);
+        c.end_foreign(first);
+    }).join();
+    const std::uint64_t pending = c.begin_foreign({.op = OpKind::Broadcast, .dtype = DType::Int64, .root = 0});
+    const json snap = detail::recorder_snapshot();
+    const std::vector<json> calls = calls_of(snap, newest(snap)["id"].get<std::uint64_t>());
+    BOOST_REQUIRE_EQUAL(calls.size(), 3u);
+    BOOST_TEST(calls[0]["op"] == "allreduce");
+    BOOST_TEST(calls[0]["shape"] == json::array({2, 5}));
+    BOOST_TEST(calls[0]["count"].get<int>() == 10);
+    BOOST_TEST(calls[0]["nonblocking"] == true);
+    BOOST_TEST(calls[0]["outcome"] == "ok");
+    check_times(calls[0]);
+    BOOST_TEST(calls[1]["op"] == "barrier");
+    BOOST_TEST(calls[1]["outcome"] == "ok");
+    BOOST_TEST(calls[2]["op"] == "broadcast");
+    BOOST_TEST(calls[2]["outcome"] == "in_flight");
+    BOOST_TEST(calls[2]["completed_us"].is_null());
+    BOOST_TEST(same_everywhere(calls[2]["seq"].get<std::int64_t>()));
+    c.end_foreign(pending);
+}
+
+BOOST_AUTO_TEST_CASE(mpi_calls_of_a_watched_program_are_recorded) {
+    // What the check library does for a program's communicator: exchange endpoints, watch it, wrap its calls.
+    namespace fw = lockstep::foreign;
+    fw::start();
+    const fw::EndpointBytes mine = fw::endpoint();
+    std::vector<fw::EndpointBytes> all(static_cast<std::size_t>(N()));
+    MPI_Allgather(mine.data(), sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm().mpi_comm());
+    fw::Watched* watched = fw::watch(all, {.timeout = 0.0, .name = "MPI_COMM_WORLD"});
+    static const int here = 0;
+    const void* caller = &here;  // stands for a return address; the snapshot symbolises it
+    fw::begin_collective(watched, {.name = "MPI_Allreduce", .count = 3, .datatype = "MPI_INT", .caller = caller});
+    fw::end_collective(watched);
+    fw::begin_point_to_point(watched, {.name = "MPI_Send",
+                                       .direction = fw::Direction::send,
+                                       .peer = 1,
+                                       .tag = 9,
+                                       .file = "train.py",
+                                       .line = 40,
+                                       .function = "step"});
+    fw::end_point_to_point(watched);
+    const json snap = detail::recorder_snapshot();
+    const json& made = newest(snap);
+    BOOST_TEST(made["name"] == "MPI_COMM_WORLD");
+    BOOST_TEST(made["rank"].get<int>() == R());
+    const std::vector<json> calls = calls_of(snap, made["id"].get<std::uint64_t>());
+    fw::forget(watched);
+    BOOST_REQUIRE_EQUAL(calls.size(), 2u);
+    BOOST_TEST(calls[0]["op"] == "MPI_Allreduce");
+    BOOST_TEST(calls[0]["kind"] == "collective");
+    BOOST_TEST(calls[0]["dtype"] == "MPI_INT");
+    BOOST_TEST(calls[0]["count"].get<int>() == 3);
+    BOOST_TEST(calls[0]["seq"].get<int>() == 1);
+    BOOST_TEST(!calls[0]["site"].get<std::string>().empty());
+    BOOST_TEST(calls[0]["outcome"] == "ok");
+    check_times(calls[0]);
+    BOOST_TEST(calls[1]["op"] == "MPI_Send");
+    BOOST_TEST(calls[1]["kind"] == "send");
+    BOOST_TEST(calls[1]["peer"].get<int>() == 1);
+    BOOST_TEST(calls[1]["tag"].get<int>() == 9);
+    BOOST_TEST(calls[1]["site"] == "train.py:40 (step)");
+    check_times(calls[1]);
 }

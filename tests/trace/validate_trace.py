@@ -8,7 +8,8 @@ Checked:
 - every event is an object with the fields its phase needs: name, ph, ts, pid, tid (metadata "M" events need no ts);
   dur for complete slices "X"; id for async "b"/"e" and flow "s"/"t"/"f" events; args, where present, an object;
   ts and dur numbers >= 0, pid and tid integers;
-- ts never decreases on one track (pid, tid) in file order (metadata events aside);
+- ts never decreases on one track (pid, tid) in file order (metadata events aside), and the complete slices of one
+  track nest or follow each other, never overlap in part;
 - async slices pair: each "b" has an "e" of the same cat, id and name after it, and no "e" comes without its "b";
 - flows pair: each "s" has at least one "f" of the same id and cat, each "f" an "s" no later in time (viewers read
   events in time order), and each flow event lies inside a complete slice of its own track, the slice it binds to;
@@ -134,7 +135,20 @@ def check_events(events, problems):
     slices_of = collections.defaultdict(list)
     for index, event in good:
         if event["ph"] == "X":
-            slices_of[(event["pid"], event["tid"])].append((event["ts"], event["ts"] + event["dur"]))
+            slices_of[(event["pid"], event["tid"])].append((event["ts"], event["ts"] + event["dur"], index))
+    # Slices of one track nest or follow each other; a partial overlap is a slice a viewer cannot place.
+    for track, slices in slices_of.items():
+        open_ends = []
+        for start, end, index in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1][0] <= start:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1][0] + 1e-6:
+                problems.append(
+                    "%s: overlaps event %d on its track without nesting in it"
+                    % (describe(index, events[index]), open_ends[-1][1])
+                )
+                continue
+            open_ends.append((end, index))
     # Viewers read events in time order, not file order: a flow's start must not come after its end in time.
     starts = {}
     for index, event in good:
@@ -156,7 +170,9 @@ def check_events(events, problems):
                     "%s: a flow end before its start in time (event %d)" % (describe(index, event), starts[key][0])
                 )
         ts = event["ts"]
-        if not any(start <= ts < end or start == ts == end for start, end in slices_of[(event["pid"], event["tid"])]):
+        if not any(
+            start <= ts < end or start == ts == end for start, end, _ in slices_of[(event["pid"], event["tid"])]
+        ):
             problems.append("%s: a flow event outside every slice of its track" % describe(index, event))
     for key, (index, event) in starts.items():
         if ends[key] == 0:

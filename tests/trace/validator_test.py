@@ -106,6 +106,13 @@ with tempfile.TemporaryDirectory() as tmp:
             if e["ph"] == "X" and e["args"].get("kind") == "collective" and e["args"]["seq"] == seq:
                 e["args"]["last_arriver"] = e["pid"] == 0
 
+    def overlap(trace):
+        # A slice of rank 0 made to end in the middle of the next one on its track.
+        ev = events(trace)
+        slices = [e for e in ev if e["ph"] == "X" and e["pid"] == 0 and e["tid"] == 0]
+        a, b = next((a, b) for a, b in zip(slices, slices[1:]) if b["dur"] > 0 and b["ts"] >= a["ts"] + a["dur"])
+        a["dur"] = b["ts"] + b["dur"] / 2 - a["ts"]
+
     def flow_outside(trace):
         ev = events(trace)
         ev[first(ev, lambda e: e["ph"] == "s")]["ts"] = 1e12
@@ -123,6 +130,7 @@ with tempfile.TemporaryDirectory() as tmp:
     broken("an async begin without id", drop_field("id", "b"), "missing id")
     broken("a flow without id", drop_field("id", "s"), "missing id")
     broken("ts going back", ts_back, "goes back")
+    broken("slices overlapping in part", overlap, "without nesting")
     broken("a negative ts", set_first("ts", -1.0), "not a number >= 0")
     broken("a ts that is a string", set_first("ts", "12"), "not a number >= 0")
     broken("args not an object", set_first("args", [1]), "args is not an object")
