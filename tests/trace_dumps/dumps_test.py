@@ -116,6 +116,13 @@ def case_exit(lockstep, mpirun, program, np, validator):
                 f"the summary names rank {late} as the last to arrive",
             )
             check(trace["lockstep"].get("reason") == "exit", "the reason is exit")
+            # The picture, through the installed renderer (tools/trace/trace_show.py).
+            png = os.path.join(tmp, "straggler-picture.png")
+            code, out, err = run([lockstep, "trace", "show", file, "-o", png, "--calls", "10"], env, limit=120)
+            print(out + err)
+            check(code == 0 and os.path.getsize(png) > 0 if os.path.exists(png) else False, "trace show draws a PNG")
+            code, out, err = run([lockstep, "trace", "show", file + ".txt"], env, limit=120)
+            check(code == 2, f"trace show of a file that is no trace exits 2 (got {code})")
         # Relative --trace: made absolute by launch, so the file lands where launch ran.
         code, out, err = run(
             [
