@@ -238,6 +238,26 @@ BOOST_AUTO_TEST_CASE(sends_and_receives_are_recorded) {
     BOOST_TEST(recvs == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_receive_has_an_error_outcome) {
+    Communicator c(comm().mpi_comm());
+    if (R() == 0) {
+        c.send(Tensor::full({2}, 1.0, DType::Float32), 1, 5);
+    } else if (R() == 1) {
+        Tensor in = Tensor::empty({5}, DType::Float32);
+        BOOST_CHECK_THROW(c.recv(in, 0, 5), ShapeError);  // two elements sent, five expected
+    }
+    const json snap = detail::recorder_snapshot();
+    const std::vector<json> calls = calls_of(snap, newest(snap)["id"].get<std::uint64_t>());
+    BOOST_REQUIRE_EQUAL(calls.size(), R() < 2 ? 1u : 0u);
+    if (R() == 0) BOOST_TEST(calls[0]["outcome"] == "ok");
+    if (R() == 1) {
+        BOOST_TEST(calls[0]["kind"] == "recv");
+        BOOST_TEST(calls[0]["outcome"] == "error");
+        BOOST_TEST(calls[0]["error"] == "lockstep::ShapeError");
+        check_times(calls[0]);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(trace_calls_zero_records_nothing) {
     const std::size_t before = detail::recorder_snapshot()["communicators"].size();
     {
