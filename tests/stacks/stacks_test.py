@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Runs hung jobs under mpirun and checks the stacks in the watchdog's report.
+
+Usage:
+  stacks_test.py native MPIRUN NP PROGRAM [MODE]
+      stacks_hang.cpp: the last rank loops in spin_in_computation(), the others wait in an allreduce. The report's
+      native tree names the last rank alone at spin_in_computation (stacks_hang.cpp:LINE), and the others together
+      at the allreduce; MODE blocked: the last rank blocks the signal, the report says its stack could not be taken.
+  stacks_test.py python MPIRUN NP PYTHON SCRIPT
+      stacks_hang.py: the last rank's main thread is at its line in spin_in_python, the others' at the allreduce,
+      and every rank's helper thread at its line in idle_thread.
+Every job must end non-zero with the report within the limit.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+TIMEOUT_SECONDS = 2
+LIMIT_SECONDS = 60
+
+
+def run_job(mpirun: str, np: int, argv: list[str]) -> tuple[int | None, str]:
+    env = dict(os.environ, LOCKSTEP_TIMEOUT=str(TIMEOUT_SECONDS), LOCKSTEP_DEBUG_MODE="0")
+    proc = subprocess.Popen(
+        [mpirun, "-n", str(np), "--oversubscribe", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=LIMIT_SECONDS)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output
+
+
+def marked_line(path: str, marker: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if marker in line:
+                return number
+    raise SystemExit(f"no line marked {marker!r} in {path}")
+
+
+def section(output: str, title: str) -> list[str]:
+    """The lines of one tree of the Stacks section ("Native, ..." or "Python, ...")."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(title)), None)
+    if start is None:
+        return []
+    out = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        out.append(line)
+    return out
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def owner(lines: list[str], pattern: str) -> str | None:
+    """The rank header ("Process 2:", "Processes 0-1:") over the first line that matches `pattern`."""
+    for i, line in enumerate(lines):
+        if re.search(pattern, line):
+            for above in reversed(lines[:i]):
+                text = above.strip()
+                if indent(above) < indent(line) and re.match(r"Process(es)? [0-9, -]+:", text):
+                    return text
+            return None
+    return None
+
+
+def ranks(first: int, last: int) -> str:
+    return f"Process {first}:" if first == last else f"Processes {first}-{last}:"
+
+
+def main() -> int:
+    what, mpirun, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    last = np - 1
+    checks: list[tuple[bool, str]] = []
+    if what == "native":
+        program = sys.argv[4]
+        mode = sys.argv[5] if len(sys.argv) > 5 else "spin"
+        code, output = run_job(mpirun, np, [program, mode])
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stacks_hang.cpp")
+        native = section(output, "Native, the thread that initialised lockstep:")
+        checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
+        checks.append(("collective timed out after" in output, "the report came"))
+        checks.append((bool(native), "the report has the native stacks"))
+        waiting = owner(native, r"lockstep::Communicator::allreduce")
+        checks.append((waiting == ranks(0, last - 1), f"the waiting ranks together at the allreduce ({waiting})"))
+        if mode == "blocked":
+            checks.append(
+                (
+                    re.search(rf"Process {last}: the stack could not be taken: .*blocks signal", output) is not None,
+                    "the blocked rank's stack could not be taken, and the report says why",
+                )
+            )
+        else:
+            line = marked_line(source, "spins here")
+            spinning = owner(native, rf"spin_in_computation \(stacks_hang\.cpp:{line}\)")
+            checks.append((spinning == ranks(last, last), f"rank {last} at spin_in_computation line {line} ({spinning})"))
+            checks.append((re.search(r"main \(stacks_hang\.cpp:\d+\)", "\n".join(native)) is not None, "main named"))
+    else:
+        python, script = sys.argv[4], sys.argv[5]
+        code, output = run_job(mpirun, np, [python, script])
+        tree = section(output, "Python, every thread:")
+        checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
+        checks.append(("collective timed out after" in output, "the report came"))
+        checks.append((bool(tree), "the report has the Python stacks"))
+        spin = marked_line(script, "spins here")
+        waits = marked_line(script, "waits here")
+        sleeps = marked_line(script, "sleeps here")
+        # The loop's two lines: the interpreter may be at either.
+        at_spin = owner(tree, rf"spin_in_python \(stacks_hang\.py:({spin - 1}|{spin})\)")
+        checks.append((at_spin == ranks(last, last), f"rank {last} in spin_in_python's loop, line {spin} ({at_spin})"))
+        at_wait = owner(tree, rf"main \(stacks_hang\.py:{waits}\)")
+        checks.append((at_wait == ranks(0, last - 1), f"the others at the allreduce, line {waits} ({at_wait})"))
+        at_sleep = owner(tree, rf"idle_thread \(stacks_hang\.py:{sleeps}\)")
+        checks.append((at_sleep is not None, f"the helper thread at line {sleeps} ({at_sleep})"))
+        checks.append(("main thread" in "\n".join(tree), "the main thread named"))
+    for ok, text in checks:
+        print(("ok:   " if ok else "FAIL: ") + text)
+    if not all(ok for ok, _ in checks):
+        print("---- job output ----")
+        print(output)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
