@@ -107,7 +107,7 @@ def main() -> int:
         else:
             line = marked_line(source, "spins here")
             spinning = owner(native, rf"spin_in_computation \(stacks_hang\.cpp:{line}\)")
-            checks.append((spinning == ranks(last, last), f"rank {last} in spin_in_computation, line {line} ({spinning})"))
+            checks.append((spinning == ranks(last, last), f"rank {last} in spin_in_computation:{line} ({spinning})"))
             checks.append((re.search(r"main \(stacks_hang\.cpp:\d+\)", "\n".join(native)) is not None, "main named"))
     else:
         python, script = sys.argv[4], sys.argv[5]
