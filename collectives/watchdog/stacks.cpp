@@ -549,15 +549,17 @@ nlohmann::json take_stacks() {
     static std::mutex taking;  // the serving thread's STACK and the report's own stacks, one after the other
     std::scoped_lock lock(taking);
     nlohmann::json j = nlohmann::json::object();
-    try {
-        j["native"] = native_stack();
-    } catch (const std::exception& e) {
-        j["native"] = {{"error", e.what()}};
-    }
+    // Python first: the signal that takes the native frames ends a sleep early (a system call that SA_RESTART does not
+    // restart), which would let a thread that holds the GIL across it give the GIL up and hide that it holds it.
     try {
         if (auto python = python_stacks()) j["python"] = std::move(*python);
     } catch (const std::exception& e) {
         j["python"] = {{"error", e.what()}};
+    }
+    try {
+        j["native"] = native_stack();
+    } catch (const std::exception& e) {
+        j["native"] = {{"error", e.what()}};
     }
     return j;
 }

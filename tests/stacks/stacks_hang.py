@@ -1,7 +1,14 @@
 """A Python job that hangs while one rank computes: every rank but the last waits in an allreduce, the last loops in
 spin_in_python(), and a helper thread of every rank sleeps in idle_thread(). The hang report's Python stacks must
 name the last rank's line in spin_in_python, the others' line of the allreduce, and the helper thread. Run by
-stacks_test.py with a short timeout."""
+stacks_test.py with a short timeout.
+
+    stacks_hang.py [spin]   as above
+    stacks_hang.py gil      the last rank sleeps in C without releasing the GIL (ctypes.PyDLL): its Python frames
+                            cannot be taken, the report says why, and shows its native frames.
+"""
+import ctypes
+import sys
 import threading
 import time
 
@@ -26,6 +33,10 @@ def main() -> None:
     threading.Thread(target=idle_thread, daemon=True).start()
     world.allreduce(np.ones(4, dtype=np.float32))
     if world.rank == world.size - 1:
+        if sys.argv[1:] == ["gil"]:
+            libc = ctypes.PyDLL(None)  # calls keep the GIL
+            while True:
+                libc.sleep(60)  # holds the GIL here
         spin_in_python()
     world.allreduce(np.ones(4, dtype=np.float32))  # waits here
 

@@ -6,9 +6,10 @@ Usage:
       stacks_hang.cpp: the last rank loops in spin_in_computation(), the others wait in an allreduce. The report's
       native tree names the last rank alone at spin_in_computation (stacks_hang.cpp:LINE), and the others together
       at the allreduce; MODE blocked: the last rank blocks the signal, the report says its stack could not be taken.
-  stacks_test.py python MPIRUN NP PYTHON SCRIPT
+  stacks_test.py python MPIRUN NP PYTHON SCRIPT [MODE]
       stacks_hang.py: the last rank's main thread is at its line in spin_in_python, the others' at the allreduce,
-      and every rank's helper thread at its line in idle_thread.
+      and every rank's helper thread at its line in idle_thread; MODE gil: the last rank holds the GIL in C, the
+      report says its Python stack could not be taken and shows its native frames in sleep.
 Every job must end non-zero with the report within the limit.
 """
 import os
@@ -111,7 +112,8 @@ def main() -> int:
             checks.append((re.search(r"main \(stacks_hang\.cpp:\d+\)", "\n".join(native)) is not None, "main named"))
     else:
         python, script = sys.argv[4], sys.argv[5]
-        code, output = run_job(mpirun, np, [python, script])
+        mode = sys.argv[6] if len(sys.argv) > 6 else "spin"
+        code, output = run_job(mpirun, np, [python, script, mode])
         tree = section(output, "Python, every thread:")
         checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
         checks.append(("collective timed out after" in output, "the report came"))
@@ -119,13 +121,26 @@ def main() -> int:
         spin = marked_line(script, "spins here")
         waits = marked_line(script, "waits here")
         sleeps = marked_line(script, "sleeps here")
-        # The loop's two lines: the interpreter may be at either.
-        at_spin = owner(tree, rf"spin_in_python \(stacks_hang\.py:({spin - 1}|{spin})\)")
-        checks.append((at_spin == ranks(last, last), f"rank {last} in spin_in_python's loop, line {spin} ({at_spin})"))
         at_wait = owner(tree, rf"main \(stacks_hang\.py:{waits}\)")
         checks.append((at_wait == ranks(0, last - 1), f"the others at the allreduce, line {waits} ({at_wait})"))
         at_sleep = owner(tree, rf"idle_thread \(stacks_hang\.py:{sleeps}\)")
-        checks.append((at_sleep is not None, f"the helper thread at line {sleeps} ({at_sleep})"))
+        if mode == "gil":
+            checks.append(
+                (
+                    re.search(rf"Process {last}: the Python stack could not be taken: the GIL was not released", output)
+                    is not None,
+                    "the rank that holds the GIL named",
+                )
+            )
+            native = section(output, "Native, the thread that initialised lockstep:")
+            in_sleep = owner(native, r"sleep")
+            checks.append((in_sleep == ranks(last, last), f"its native frames in sleep ({in_sleep})"))
+            checks.append((at_sleep == ranks(0, last - 1), f"the others' helper threads ({at_sleep})"))
+        else:
+            # The loop's two lines: the interpreter may be at either.
+            at_spin = owner(tree, rf"spin_in_python \(stacks_hang\.py:({spin - 1}|{spin})\)")
+            checks.append((at_spin == ranks(last, last), f"rank {last} in spin_in_python's loop ({at_spin})"))
+            checks.append((at_sleep == ranks(0, last), f"every helper thread at line {sleeps} ({at_sleep})"))
         checks.append(("main thread" in "\n".join(tree), "the main thread named"))
     for ok, text in checks:
         print(("ok:   " if ok else "FAIL: ") + text)
