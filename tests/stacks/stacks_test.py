@@ -14,31 +14,12 @@ Every job must end non-zero with the report within the limit.
 """
 import os
 import re
-import signal
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "collectives"))
+from watchdog_test import run_job  # noqa: E402  (the hang tests' launcher: mpirun with a limit, output merged)
+
 TIMEOUT_SECONDS = 2
-LIMIT_SECONDS = 60
-
-
-def run_job(mpirun: str, np: int, argv: list[str]) -> tuple[int | None, str]:
-    env = dict(os.environ, LOCKSTEP_TIMEOUT=str(TIMEOUT_SECONDS), LOCKSTEP_DEBUG_MODE="0")
-    proc = subprocess.Popen(
-        [mpirun, "-n", str(np), "--oversubscribe", *argv],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=LIMIT_SECONDS)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return None, output
 
 
 def marked_line(path: str, marker: str) -> int:
@@ -90,7 +71,7 @@ def main() -> int:
     if what == "native":
         program = sys.argv[4]
         mode = sys.argv[5] if len(sys.argv) > 5 else "spin"
-        code, output = run_job(mpirun, np, [program, mode])
+        code, _, output = run_job(mpirun, np, [program, mode], timeout=TIMEOUT_SECONDS)
         source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stacks_hang.cpp")
         native = section(output, "Native, the thread that initialised lockstep:")
         checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
@@ -113,7 +94,7 @@ def main() -> int:
     else:
         python, script = sys.argv[4], sys.argv[5]
         mode = sys.argv[6] if len(sys.argv) > 6 else "spin"
-        code, output = run_job(mpirun, np, [python, script, mode])
+        code, _, output = run_job(mpirun, np, [python, script, mode], timeout=TIMEOUT_SECONDS)
         tree = section(output, "Python, every thread:")
         checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
         checks.append(("collective timed out after" in output, "the report came"))
