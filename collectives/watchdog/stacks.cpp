@@ -270,7 +270,9 @@ nlohmann::json walk_python_threads(const PythonApi& py) {
         while (frame != nullptr) {
             if (taken++ < most_python_frames) {
                 void* code = py.frame_code(frame);
-                frames.push_back({{"function", code != nullptr ? py.text_of(code, "co_qualname") : "??"},
+                std::string function = code != nullptr ? py.text_of(code, "co_qualname") : "??";
+                if (function == "??" && code != nullptr) function = py.text_of(code, "co_name");  // before 3.11
+                frames.push_back({{"function", function},
                                   {"file", code != nullptr ? py.text_of(code, "co_filename") : "??"},
                                   {"line", py.frame_line(frame)}});
                 if (code != nullptr) py.decref(code);
@@ -411,6 +413,7 @@ std::string kinds_text(const std::vector<std::string>& kinds) {
 }
 
 constexpr std::size_t most_lines_per_stack = 24;
+constexpr std::size_t most_section_lines = 240;
 
 // One native stack as the tree's lines, outermost first: the program's frames, and the first frame past the last of
 // them (the call into lockstep, say); the frames within lockstep, MPI, the interpreter and the system beyond it in one
@@ -628,6 +631,14 @@ std::string stacks_text(const nlohmann::json& stacks) {
     errors(native_errors, "the stack");
     for (const auto& [text, ranks] : unreachable) {
         out += fmt::format("  {}: no answer ({})\n", base::processes_text(ranks), text);
+    }
+    // Many processes that all differ: the report stays readable, and says what it cut.
+    if (const auto lines = static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n'));
+        lines > most_section_lines) {
+        std::size_t end = 0;
+        for (std::size_t kept = 0; kept < most_section_lines; ++kept) end = out.find('\n', end) + 1;
+        out.resize(end);
+        out += fmt::format("  ... {} more lines of stacks cut\n", lines - most_section_lines);
     }
     return out;
 }
