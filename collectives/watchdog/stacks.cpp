@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -565,6 +566,25 @@ nlohmann::json take_stacks() {
         j["native"] = {{"error", e.what()}};
     }
     return j;
+}
+
+void answer_stack_request(Fd connection) {
+    if (!connection.valid()) return;
+    std::thread([fd = std::move(connection)] {
+        const std::string out = take_stacks().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                "\n";  // names may be any bytes
+        const auto deadline = Clock::now() + ask_deadline;
+        for (std::size_t sent = 0; sent < out.size();) {
+            const ssize_t n = ::send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+            if (n > 0) {
+                sent += static_cast<std::size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EINTR) return;
+            pollfd p{fd.get(), POLLOUT, 0};
+            if (const int wait = milliseconds_until(deadline); wait <= 0 || ::poll(&p, 1, wait) <= 0) return;
+        }
+    }).detach();
 }
 
 nlohmann::json ask_stacks(const std::vector<Endpoint>& endpoints, const Endpoint& self) {

@@ -12,6 +12,7 @@
 // (PyGILState_Ensure), the interpreter's own frame objects through its public C API, found with dlsym so that
 // liblockstep needs no libpython.
 
+#include "channel.hpp"
 #include "endpoint.hpp"
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,10 @@ constexpr auto stack_bound = std::chrono::seconds(1);
 //              (only in a Python program)}
 // Frames innermost first. Never throws; a stack that cannot be taken is an "error" saying why.
 [[nodiscard]] nlohmann::json take_stacks();
+
+// Answers a peer's STACK on `connection` (a copy of the channel's), from a thread of its own: the serving thread
+// must not wait for the interrupted thread or the GIL, nor drop the peer at its client deadline meanwhile.
+void answer_stack_request(Fd connection);
 
 // The stacks of these processes, asked at once (this process answers for itself): an object keyed by world rank
 // ("0", "1", ...), each rank's answer as take_stacks() gives it, or {"unreachable": why}. What the trace file keeps

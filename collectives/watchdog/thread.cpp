@@ -83,9 +83,8 @@ void Watchdog::State::answer(Client& c, std::string_view line) {
     } else if (verb == "NUDGE") {
         nudged = true;
         c.out = "OK\n";
-    } else if (verb == "STACK") {  // stacks.hpp: the capture may take up to twice stack_bound
-        c.out = take_stacks().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-        c.deadline = Clock::now() + client_deadline;
+    } else if (verb == "STACK") {  // answered from a thread of its own, on a copy of the connection (stacks.hpp)
+        answer_stack_request(Fd(::fcntl(c.fd.get(), F_DUPFD_CLOEXEC, 0)));
     } else if (verb == "END") {
         // The reporter has printed the report and ends the job: this process ends itself, whatever its threads do
         // (a thread inside MPI_Finalize included).
