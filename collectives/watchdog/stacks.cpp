@@ -377,7 +377,8 @@ std::string internal_kind(const std::string& module) {
     }
     if (starts("python") || starts("libpython")) return "the interpreter";
     if (starts("libc.so") || starts("libc-") || starts("libpthread") || starts("ld-linux") || starts("libgcc_s") ||
-        starts("libstdc++") || starts("libm.so") || starts("libdl") || starts("librt") || starts("linux-vdso")) {
+        starts("libstdc++") || starts("libm.so") || starts("libdl") || starts("librt") || starts("linux-vdso") ||
+        starts("libasan") || starts("libtsan") || starts("libubsan")) {
         return "the system";
     }
     return {};

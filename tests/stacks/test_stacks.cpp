@@ -50,16 +50,20 @@ json computing() {
             frame("main", "app", "train.cpp", 90), frame("__libc_start_main", "libc.so.6"), frame("_start", "app")}}}}};
 }
 
+std::atomic<bool> main_waits{false};
 std::atomic<bool> release_main{false};
 
 [[gnu::noinline]] void wait_here() {
+    main_waits = true;
     while (!release_main.load()) std::this_thread::yield();
 }
 
-// Takes this process's stacks from another thread while the main thread waits in wait_here().
+// Takes this process's stacks from another thread once the main thread waits in wait_here().
 json stacks_of_waiting_main() {
+    main_waits = false;
     release_main = false;
     auto taken = std::async(std::launch::async, [] {
+        while (!main_waits.load()) std::this_thread::yield();
         json s = lockstep::detail::take_stacks();
         release_main = true;
         return s;
