@@ -183,8 +183,8 @@ nlohmann::json native_stack() {
                               "its stack is taken",
                               capture_signal, capture_signal - SIGRTMIN)
                         : fmt::format(
-                              "the thread that initialised lockstep did not take signal {} within {} s (an "
-                              "uninterruptible wait?)",
+                              "the thread that initialised lockstep did not take signal {} within {} s (in an "
+                              "uninterruptible wait, or under ThreadSanitizer, which holds signals back)",
                               capture_signal, std::chrono::seconds(stack_bound).count());
                 return {{"thread", tid}, {"error", why}};
             }
