@@ -277,20 +277,28 @@ struct alignas(64) Communicator::Impl {
                                    false);
                 detail::put_word(entry_, offsetof(detail::RecordedCall, payload), now);
                 detail::CallRing::close(entry_);
-                uncaught_ = std::uncaught_exceptions();
             }
         }
         ~PointToPointWatch() {
             if (board_ != nullptr) board_->end_shared();
             if (recorded_ != nullptr && detail::CallRing::reopen(entry_, number_)) {
-                // The exception's type is not known while it unwinds: the entry says only that one left the call.
-                detail::write_end(entry_, detail::ticks(tsc_),
-                                  std::uncaught_exceptions() > uncaught_ ? "an exception" : nullptr);
+                detail::write_end(entry_, detail::ticks(tsc_), error_);
                 detail::CallRing::close(entry_);
             }
         }
         PointToPointWatch(const PointToPointWatch&) = delete;
         PointToPointWatch& operator=(const PointToPointWatch&) = delete;
+
+        // Runs the call's body; an exception that leaves it is the recorded outcome (its type).
+        template <typename Body>
+        void run(Body&& body) {
+            try {
+                body();
+            } catch (...) {
+                error_ = detail::current_exception_type();
+                throw;
+            }
+        }
 
     private:
         detail::Board* board_;
@@ -298,7 +306,7 @@ struct alignas(64) Communicator::Impl {
         bool tsc_;
         detail::RecordWord* entry_ = nullptr;
         std::uint64_t number_ = 0;
-        int uncaught_ = 0;
+        const char* error_ = nullptr;
     };
 
     void check_divisible(const Tensor& t, OpKind op) const {

@@ -65,11 +65,13 @@ void Communicator::send(const Tensor& t, int dest, int tag, CallSite site) {
     t.check_defined("send");
     impl_->check_peer(dest, OpKind::Send);
     check_tag(impl_->comm, tag, "send");
-    const Impl::PointToPointWatch watch(
-        *impl_, {.op = OpKind::Send, .input = &t, .root = dest, .message_tag = tag, .site = site});
-    const int n = detail::checked_count(t.numel(), "send");
-    detail::with_host_buffer(const_cast<Tensor&>(t), detail::Direction::In, [&](void* p) {
-        LOCKSTEP_MPI_CHECK(MPI_Send(p, n, mpi_datatype(t.dtype()), dest, tag, impl_->comm));
+    Impl::PointToPointWatch watch(*impl_,
+                                  {.op = OpKind::Send, .input = &t, .root = dest, .message_tag = tag, .site = site});
+    watch.run([&] {
+        const int n = detail::checked_count(t.numel(), "send");
+        detail::with_host_buffer(const_cast<Tensor&>(t), detail::Direction::In, [&](void* p) {
+            LOCKSTEP_MPI_CHECK(MPI_Send(p, n, mpi_datatype(t.dtype()), dest, tag, impl_->comm));
+        });
     });
 }
 
@@ -78,14 +80,16 @@ Tensor& Communicator::recv(Tensor& out, int source, int tag, CallSite site) {
     out.check_writable("recv");
     impl_->check_peer(source, OpKind::Recv);
     check_tag(impl_->comm, tag, "recv", true);
-    const Impl::PointToPointWatch watch(
+    Impl::PointToPointWatch watch(
         *impl_, {.op = OpKind::Recv, .output = &out, .root = source, .message_tag = tag, .site = site});
-    const int n = detail::checked_count(out.numel(), "recv");
-    MPI_Status status;
-    detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
-        LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), source, tag, impl_->comm, &status));
+    watch.run([&] {
+        const int n = detail::checked_count(out.numel(), "recv");
+        MPI_Status status;
+        detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
+            LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), source, tag, impl_->comm, &status));
+        });
+        check_received("recv", status, mpi_datatype(out.dtype()), n, out);
     });
-    check_received("recv", status, mpi_datatype(out.dtype()), n, out);
     return out;
 }
 
@@ -157,14 +161,16 @@ int Communicator::recv_any(Tensor& out, int tag, CallSite site) {
     out.check_defined("recv");
     out.check_writable("recv");
     check_tag(impl_->comm, tag, "recv", true);
-    const Impl::PointToPointWatch watch(
-        *impl_, {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
-    const int n = detail::checked_count(out.numel(), "recv");
+    Impl::PointToPointWatch watch(*impl_,
+                                  {.op = OpKind::Recv, .output = &out, .root = -1, .message_tag = tag, .site = site});
     MPI_Status status;
-    detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
-        LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), MPI_ANY_SOURCE, tag, impl_->comm, &status));
+    watch.run([&] {
+        const int n = detail::checked_count(out.numel(), "recv");
+        detail::with_host_buffer(out, detail::Direction::Out, [&](void* p) {
+            LOCKSTEP_MPI_CHECK(MPI_Recv(p, n, mpi_datatype(out.dtype()), MPI_ANY_SOURCE, tag, impl_->comm, &status));
+        });
+        check_received("recv", status, mpi_datatype(out.dtype()), n, out);
     });
-    check_received("recv", status, mpi_datatype(out.dtype()), n, out);
     return status.MPI_SOURCE;
 }
 

@@ -151,6 +151,9 @@ void WaitProfile::start(std::int64_t origin) noexcept {
 }
 
 std::uint64_t WaitProfile::widen(std::uint64_t since) noexcept {
+    // Rare (once per doubling of the run), so a lock: two threads that cross the last bin together merge once.
+    static std::mutex widening;
+    const std::scoped_lock lock(widening);
     int shift = shift_.load(std::memory_order_relaxed);
     while (shift < 62 && (since >> shift) >= bins) {
         for (std::size_t i = 0; i < bins / 2; ++i) {

@@ -268,7 +268,8 @@ public:
     [[nodiscard]] View view() const;
 
 private:
-    // Doubles the bin width (merging pairs) until `since` falls in a bin; returns that bin.
+    // Doubles the bin width (merging pairs) until `since` falls in a bin; returns that bin. Under a lock: a thread in
+    // add() meanwhile may put its call in a bin about to be merged, and lose it.
     std::uint64_t widen(std::uint64_t since) noexcept;
 
     std::atomic<std::int64_t> origin_{0};

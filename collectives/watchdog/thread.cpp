@@ -1,3 +1,4 @@
+#include "stacks.hpp"
 #include "state.hpp"
 
 #include "../recorder/collect.hpp"
@@ -91,6 +92,8 @@ void Watchdog::State::answer(Client& c, std::string_view line) {
     } else if (verb == "NUDGE") {
         nudged = true;
         c.out = "OK\n";
+    } else if (verb == "STACK") {  // answered from a thread of its own, on a copy of the connection (stacks.hpp)
+        answer_stack_request(Fd(::fcntl(c.fd.get(), F_DUPFD_CLOEXEC, 0)));
     } else if (verb == "END") {
         // The reporter has printed the report and ends the job: this process ends itself, whatever its threads do
         // (a thread inside MPI_Finalize included).
@@ -230,6 +233,12 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
                                     verdict.reporter_endpoint.world_rank,
                                     std::chrono::duration_cast<std::chrono::seconds>(reporter_grace).count());
     }
+    std::vector<Endpoint> job;  // every process of the job, in a lockstep call or not: what each one runs
+    {
+        std::scoped_lock lock(registry_mutex);
+        for (const auto& [rank, e] : known_endpoints()) job.push_back(e);
+    }
+    verdict.text += stacks_text(ask_stacks(job, self));
     verdict.text += dump_hang_trace();
     record_verdict(verdict.text);
     log.critical(every_rank, "{}\nEnding the job (exit code 124).", verdict.text);
@@ -319,6 +328,7 @@ void Watchdog::ensure_started(int /*thread_level*/, int world_rank) {
     State& s = *state_;
     std::scoped_lock lock(s.registry_mutex);
     if (s.started) return;
+    remember_initial_thread();  // the thread whose stack the hang report shows
     ProcessIdentity id = current_identity();
     if (world_rank >= 0) id.rank = world_rank;
     s.world_rank = id.rank;

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <collectives/recorder/recorder.hpp>
+#include <collectives/recorder/trace_format.hpp>
 #include <lockstep.hpp>
 #include <lockstep/foreign_watch.hpp>
 
@@ -27,11 +28,14 @@ BOOST_TEST_GLOBAL_FIXTURE(RuntimeFixture);
 
 namespace {
 
-// The newest communicator of a snapshot (ids grow), and its calls in issue order.
-const json& newest(const json& snap) {
+// The newest communicator of a snapshot (ids grow): of lockstep's own, or of those the check library watches (their
+// ids have the top bit set).
+const json& newest(const json& snap, bool watched = false) {
     const json* best = nullptr;
     for (const auto& c : snap["communicators"]) {
-        if (best == nullptr || c["id"].get<std::uint64_t>() > (*best)["id"].get<std::uint64_t>()) best = &c;
+        const std::uint64_t id = c["id"].get<std::uint64_t>();
+        if ((id >> 63 != 0) != watched) continue;
+        if (best == nullptr || id > (*best)["id"].get<std::uint64_t>()) best = &c;
     }
     BOOST_REQUIRE(best != nullptr);
     return *best;
@@ -238,6 +242,26 @@ BOOST_AUTO_TEST_CASE(sends_and_receives_are_recorded) {
     BOOST_TEST(recvs == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_receive_has_an_error_outcome) {
+    Communicator c(comm().mpi_comm());
+    if (R() == 0) {
+        c.send(Tensor::full({2}, 1.0, DType::Float32), 1, 5);
+    } else if (R() == 1) {
+        Tensor in = Tensor::empty({5}, DType::Float32);
+        BOOST_CHECK_THROW(c.recv(in, 0, 5), ShapeError);  // two elements sent, five expected
+    }
+    const json snap = detail::recorder_snapshot();
+    const std::vector<json> calls = calls_of(snap, newest(snap)["id"].get<std::uint64_t>());
+    BOOST_REQUIRE_EQUAL(calls.size(), R() < 2 ? 1u : 0u);
+    if (R() == 0) BOOST_TEST(calls[0]["outcome"] == "ok");
+    if (R() == 1) {
+        BOOST_TEST(calls[0]["kind"] == "recv");
+        BOOST_TEST(calls[0]["outcome"] == "error");
+        BOOST_TEST(calls[0]["error"] == "lockstep::ShapeError");
+        check_times(calls[0]);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(trace_calls_zero_records_nothing) {
     const std::size_t before = detail::recorder_snapshot()["communicators"].size();
     {
@@ -376,7 +400,7 @@ BOOST_AUTO_TEST_CASE(mpi_calls_of_a_watched_program_are_recorded) {
                                        .function = "step"});
     fw::end_point_to_point(watched);
     const json snap = detail::recorder_snapshot();
-    const json& made = newest(snap);
+    const json& made = newest(snap, true);
     BOOST_TEST(made["name"] == "MPI_COMM_WORLD");
     BOOST_TEST(made["rank"].get<int>() == R());
     const std::vector<json> calls = calls_of(snap, made["id"].get<std::uint64_t>());
@@ -396,4 +420,44 @@ BOOST_AUTO_TEST_CASE(mpi_calls_of_a_watched_program_are_recorded) {
     BOOST_TEST(calls[1]["tag"].get<int>() == 9);
     BOOST_TEST(calls[1]["site"] == "train.py:40 (step)");
     check_times(calls[1]);
+}
+
+// The snapshots of every rank, as they are taken, merge into a trace: one slice per call of each rank, the late rank of
+// each collective marked (a rank that sleeps 200 ms before each barrier is last in every one, whatever the load).
+BOOST_AUTO_TEST_CASE(real_snapshots_merge_into_a_trace) {
+    Communicator c(comm().mpi_comm());
+    for (int i = 0; i < 3; ++i) {
+        if (R() == N() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        c.barrier();
+    }
+    const std::string mine = detail::recorder_snapshot().dump();
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(static_cast<std::size_t>(N()));
+    MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm().mpi_comm());
+    std::vector<int> offsets(lengths.size(), 0);
+    for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+    std::string all(R() == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0, '\0');
+    MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+                comm().mpi_comm());
+    if (R() != 0) return;
+    std::vector<json> snapshots;
+    for (std::size_t r = 0; r < lengths.size(); ++r) {
+        snapshots.push_back(
+            json::parse(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r]))));
+    }
+    const std::uint64_t id = newest(snapshots[0])["id"].get<std::uint64_t>();
+    const json merged = detail::merge_trace(snapshots, {.reason = "demand", .job = "test", .expected_ranks = N()});
+    BOOST_TEST(merged["lockstep"]["missing_ranks"].empty());
+    int barriers = 0, late = 0;
+    for (const auto& e : merged["traceEvents"]) {
+        if (e.value("ph", "") != "X" || e.value("name", "") != "barrier" || !e.contains("args")) continue;
+        if (e["args"].value("comm", std::uint64_t{0}) != id) continue;
+        ++barriers;
+        if (e["args"].value("last_arriver", false)) {
+            ++late;
+            BOOST_TEST(e["pid"].get<int>() == N() - 1, e.dump());
+        }
+    }
+    BOOST_TEST(barriers == 3 * N());
+    BOOST_TEST(late == 3);
 }

@@ -55,13 +55,17 @@ case "$flavour" in
     #                              check_* tests preload it here after the ASan runtime (check/meson.build)
     #   <name>_np4                 where <name>_np2 or <name>_np3 runs too: the same code on one more rank
     #                              (fewer_ranks=1 below); tests that exist only on 4 ranks stay
+    #   <name>_np3                 where <name>_np2 runs too (fewer_ranks=2): the same instrumented code on one
+    #                              more rank, except the collectives' own algorithms (odd_ranks_kept), whose
+    #                              non-power-of-two paths only 3 ranks take
     # The cluster suite (real sshd nodes, 15 minutes of timeout) and cuda stay with the plain build.
     suites=(--suite unit --suite mpi --suite fuzz)
     exclude=(format format_gate layers docs_paths test_summary exported_symbols c_api_abi install_and_pkgconfig
       'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*'
       'check_launch_*' 'check_hpcc_*' 'check_mpi4py_*' 'check_fortran_*')
     include=()
-    fewer_ranks=1
+    fewer_ranks=2
+    odd_ranks_kept=(collectives_np3 shm_collectives_np3 'shm_small_*_np3' reduce_ops_mpi_np3)
     # Reports go to stderr, into each test's log; exitcode 23 tells a sanitizer's exit from the exit codes that tests
     # expect from lockstep (1, 2, 124, ...). LeakSanitizer runs at every exit (detect_leaks=1), with MPI's own
     # libraries suppressed (lsan.supp). Open MPI forwards the environment to its local ranks, so the options reach
@@ -167,8 +171,12 @@ tests=()
 for name in "${listed[@]}"; do
   if [ "${#exclude[@]}" -gt 0 ] && matches "$name" "${exclude[@]}"; then continue; fi
   if [ "${#include[@]}" -gt 0 ] && ! matches "$name" "${include[@]}"; then continue; fi
-  if [ "$fewer_ranks" = 1 ] && [[ $name == *_np4* ]] &&
+  if [ "$fewer_ranks" -ge 1 ] && [[ $name == *_np4* ]] &&
     printf '%s\n' "${listed[@]}" | grep -qxF -e "${name/_np4/_np2}" -e "${name/_np4/_np3}"; then
+    continue
+  fi
+  if [ "$fewer_ranks" = 2 ] && [[ $name == *_np3* ]] && ! matches "$name" "${odd_ranks_kept[@]}" &&
+    printf '%s\n' "${listed[@]}" | grep -qxF -e "${name/_np3/_np2}"; then
     continue
   fi
   tests+=("$name")
