@@ -53,8 +53,8 @@ std::filesystem::path trace_destination(std::string_view reason) {
     return trace_directory() / trace_file_name(reason, std::time(nullptr), ::getpid());
 }
 
-std::string dump_trace(const std::vector<Endpoint>& ranks, const std::string& reason,
-                       const std::filesystem::path& file) {
+std::string dump_trace(const std::vector<Endpoint>& ranks, const std::string& reason, const std::filesystem::path& file,
+                       nlohmann::json stacks) {
     try {
         const Endpoint self = Watchdog::instance().endpoint();
         std::vector<Endpoint> remote;
@@ -66,7 +66,7 @@ std::string dump_trace(const std::vector<Endpoint>& ranks, const std::string& re
                 remote.push_back(e);
             }
         }
-        const TraceContext context{reason, job_id_from_environment(), rank_count(ranks), {}};
+        const TraceContext context{reason, job_id_from_environment(), rank_count(ranks), std::move(stacks)};
         const CollectedTrace trace = collect_trace(remote, std::move(local), context, Clock::now() + dump_deadline);
         write_merged(file, trace.merged);
         std::string text = trace_written_text(file);

@@ -7,6 +7,7 @@
 #include "../watchdog/endpoint.hpp"
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -26,9 +27,10 @@ constexpr auto dump_deadline = std::chrono::seconds(3);
 
 // Collects the snapshots of `ranks` (this process's own without the network, the others' over the channel, at most
 // dump_deadline), writes the trace to `file` and returns the lines that name it for a report (and the ranks that did
-// not answer), or the line that says why it could not be written. Never throws.
+// not answer), or the line that says why it could not be written. `stacks` (the hang report's, by rank; may be null)
+// go into the file as they are. Never throws.
 [[nodiscard]] std::string dump_trace(const std::vector<Endpoint>& ranks, const std::string& reason,
-                                     const std::filesystem::path& file);
+                                     const std::filesystem::path& file, nlohmann::json stacks = nullptr);
 
 // Called on every process of a communicator whose collective `sequence` failed the debug-mode check, before the error
 // is raised: the communicator's first process collects and writes the trace (within dump_deadline), and every

@@ -265,7 +265,7 @@ struct Watchdog::State {
     void answer(Client& c, std::string_view line);
     std::string trace_answer();
     std::string peers_answer();
-    std::string dump_hang_trace();  // the report's closing lines
+    std::string dump_hang_trace(nlohmann::json stacks);  // the report's closing lines; the stacks go in the file
 
     void loop();
     void check(Clock::time_point now);

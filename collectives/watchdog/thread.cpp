@@ -238,8 +238,9 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
         std::scoped_lock lock(registry_mutex);
         for (const auto& [rank, e] : known_endpoints()) job.push_back(e);
     }
-    verdict.text += stacks_text(ask_stacks(job, self));
-    verdict.text += dump_hang_trace();
+    nlohmann::json stacks = ask_stacks(job, self);
+    verdict.text += stacks_text(stacks);
+    verdict.text += dump_hang_trace(std::move(stacks));
     record_verdict(verdict.text);
     log.critical(every_rank, "{}\nEnding the job (exit code 124).", verdict.text);
     std::fflush(stderr);
@@ -251,13 +252,13 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
 
 // Every known process's recorded calls, collected over the channel after the report (a process that does not answer
 // within a few seconds is named missing), in a trace file that the report's last lines name.
-std::string Watchdog::State::dump_hang_trace() {
+std::string Watchdog::State::dump_hang_trace(nlohmann::json stacks) {
     std::vector<Endpoint> ranks;
     {
         std::scoped_lock lock(registry_mutex);
         for (const auto& [rank, e] : known_endpoints()) ranks.push_back(e);
     }
-    return "\n" + dump_trace(ranks, "hang", trace_destination("hang"));
+    return "\n" + dump_trace(ranks, "hang", trace_destination("hang"), std::move(stacks));
 }
 
 // Every other process ends itself with exit code 124. MPI_Abort is not their way out: when a peer is already inside

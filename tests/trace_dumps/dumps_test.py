@@ -121,6 +121,11 @@ def case_exit(lockstep, mpirun, program, np, validator):
             code, out, err = run([lockstep, "trace", "show", file, "-o", png, "--calls", "10"], env, limit=120)
             print(out + err)
             check(code == 0 and os.path.getsize(png) > 0 if os.path.exists(png) else False, "trace show draws a PNG")
+            whole = os.path.join(tmp, "whole.png")
+            code, out, err = run(
+                [lockstep, "trace", "show", file, "-o", whole, "--whole-run", "--title", "straggler"], env, limit=120
+            )
+            check(code == 0 and os.path.exists(whole) and os.path.getsize(whole) > 0, "trace show --whole-run draws")
             code, out, err = run([lockstep, "trace", "show", file + ".txt"], env, limit=120)
             check(code == 2, f"trace show of a file that is no trace exits 2 (got {code})")
         # Relative --trace: made absolute by launch, so the file lands where launch ran.
@@ -293,6 +298,12 @@ def case_hang(lockstep, mpirun, program, np, validator):
                 outcomes = [c.get("outcome") for r in trace["lockstep"]["ranks"] for c in r.get("calls", [])]
                 check("in_flight" in outcomes, "the call in flight is marked in_flight")
                 check(trace["lockstep"].get("reason") == "hang", "the reason is hang")
+                stacks = trace["lockstep"].get("stacks") or {}
+                check(
+                    sorted(stacks) == [str(r) for r in range(np)]
+                    and all(s.get("native", {}).get("frames") for s in stacks.values()),
+                    f"the file keeps the report's stacks, every rank's native frames ({sorted(stacks)})",
+                )
 
 
 def case_mismatch(lockstep, mpirun, program, np, validator):

@@ -1,7 +1,8 @@
 // `lockstep trace`: a trace of a running job, taken from outside it (docs/tracing.md, "Taking a trace").
 //   lockstep trace [--job ID] [-o FILE] [--text]   every rank's last calls, merged into FILE
 //   lockstep trace list                           the live jobs of this user on this host
-//   lockstep trace show FILE [-o PNG] [--calls N] the trace drawn as a picture (trace_show.py)
+//   lockstep trace show FILE [-o PNG] [--calls N] [--whole-run] [--title T]  the trace drawn as a picture
+//                                                 (trace_show.py)
 // The job directory (collectives/recorder/job_directory.hpp) gives one rank's endpoint and key; that rank's PEERS
 // answer gives every rank's; every rank is asked for TRACE at once.
 
@@ -45,6 +46,8 @@ struct CommandLine {
     std::optional<std::string> output;
     bool text = false;
     std::optional<int> calls;
+    bool whole_run = false;
+    std::optional<std::string> title;
 };
 
 std::string ranks_text(const d::PublishedJob& job) {
@@ -176,7 +179,9 @@ std::optional<std::filesystem::path> find_renderer() {
 
 int run_show(const CommandLine& cl) {
     if (cl.words.size() != 2) {
-        fmt::print(stderr, "lockstep trace show: give one trace file: lockstep trace show FILE [-o PNG] [--calls N]\n");
+        fmt::print(
+            stderr,
+            "lockstep trace show: give one trace file: lockstep trace show FILE [-o PNG] [--calls N] [--whole-run]\n");
         return 2;
     }
     const std::string& file = cl.words[1];
@@ -192,6 +197,11 @@ int run_show(const CommandLine& cl) {
     if (cl.calls) {
         words.emplace_back("--calls");
         words.push_back(std::to_string(*cl.calls));
+    }
+    if (cl.whole_run) words.emplace_back("--whole-run");
+    if (cl.title) {
+        words.emplace_back("--title");
+        words.push_back(*cl.title);
     }
     std::vector<char*> argv;
     for (auto& w : words) argv.push_back(w.data());
@@ -236,6 +246,9 @@ Subcommand add_trace_command(CLI::App& parent) {
     app->add_option("-o,--output", cl->output, "Where to write the trace (with show: the PNG)");
     app->add_flag("--text", cl->text, "Also print the text summary");
     app->add_option("--calls", cl->calls, "With show: draw the last N collectives")->check(CLI::Range(1, 1 << 30));
+    app->add_flag("--whole-run", cl->whole_run,
+                  "With show: draw each rank's share of time spent waiting over the whole run instead");
+    app->add_option("--title", cl->title, "With show: the picture's title");
     return Subcommand{app, [cl] { return run(*cl); }};
 }
 
