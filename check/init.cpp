@@ -7,6 +7,7 @@
 
 #include <lockstep/config.hpp>
 #include <lockstep/errors.hpp>
+#include <lockstep/foreign_watch.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,12 @@ LOCKSTEP_CHECK_ENTRY int MPI_Finalize() {
         const InsideLockstep inside;
         found = check_at_finalize();
         free_shadows();
+    }
+    {
+        // The trace at exit that the setting trace_file (`lockstep launch --trace FILE`) asks for: every process's
+        // recorded MPI calls, gathered on MPI_COMM_WORLD (every program call on it has returned by now).
+        const InsideLockstep inside;
+        lockstep::foreign::write_trace_at_exit(MPI_COMM_WORLD);
     }
     const int rc = PMPI_Finalize();
     return rc != MPI_SUCCESS ? rc : found;

@@ -259,7 +259,6 @@ void remember(MPI_Comm comm, foreign::Watched* watched) {
 }
 
 void watch_communicator(MPI_Comm comm, std::string name) {
-    WatchState& s = state();
     int inter = 0;
     PMPI_Comm_test_inter(comm, &inter);
     if (inter != 0) return;  // an intercommunicator's calls are not watched

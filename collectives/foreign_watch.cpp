@@ -5,10 +5,12 @@
 #include <lockstep/config.hpp>
 #include <lockstep/foreign_watch.hpp>
 
+#include "recorder/dump.hpp"
 #include "recorder/ring.hpp"
 #include "watchdog.hpp"
 #include "watchdog/report.hpp"
 
+#include <lockstep/logging.hpp>
 #include <lockstep/runtime.hpp>
 
 #include <unistd.h>
@@ -163,9 +165,9 @@ Watched* register_watched(std::uint64_t id, std::vector<detail::Endpoint> member
         if (m.pid == self.pid && m.host.str() == self.host.str()) rank = static_cast<int>(i);
     }
     detail::set_recorded_process(self.world_rank, self.host.str());
-    watched->recorded =
-        detail::record_communicator(id, name.empty() ? "MPI communicator" : name, static_cast<int>(world_ranks.size()),
-                                    rank, std::move(world_ranks), config().trace_calls);
+    const int size = static_cast<int>(world_ranks.size());  // before world_ranks is moved into the call
+    watched->recorded = detail::record_communicator(id, name.empty() ? "MPI communicator" : name, size, rank,
+                                                    std::move(world_ranks), config().trace_calls);
     return watched.release();
 }
 
@@ -274,6 +276,14 @@ void set_symbolizer(Symbolizer symbolizer) noexcept {
 
 void set_phase(std::string phase, const void* caller) {
     detail::Watchdog::instance().set_phase(std::move(phase), caller);
+}
+
+void write_trace_at_exit(MPI_Comm comm) noexcept {
+    try {
+        detail::dump_trace_at_exit(comm);
+    } catch (const std::exception& e) {
+        get_logger("lockstep.trace").error(every_rank, "No trace was written at exit: {}", e.what());
+    }
 }
 
 }  // namespace lockstep::foreign

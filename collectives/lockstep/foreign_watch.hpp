@@ -24,6 +24,8 @@
 
 #include <lockstep/export.hpp>
 
+#include <mpi.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -119,5 +121,11 @@ LOCKSTEP_API void end_point_to_point(Watched* comm) noexcept;
 // was called from; empty clears it. A process with a phase has left the program's communication: its peers' reports
 // say so.
 LOCKSTEP_API void set_phase(std::string phase, const void* caller = nullptr);
+
+// At the end of the program, before MPI_Finalize: when the setting trace_file asks for a trace at exit
+// (docs/tracing.md, "Taking a trace"), every process's recorded calls are gathered over `comm` to its rank 0, which
+// writes the file. Collective over `comm` (every process of it calls it, with no other call of its in flight); nothing
+// otherwise. Errors are logged, never thrown.
+LOCKSTEP_API void write_trace_at_exit(MPI_Comm comm) noexcept;
 
 }  // namespace lockstep::foreign

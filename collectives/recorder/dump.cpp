@@ -7,6 +7,7 @@
 
 #include <lockstep/config.hpp>
 #include <lockstep/logging.hpp>
+#include <lockstep/runtime.hpp>
 
 #include <unistd.h>
 
@@ -66,7 +67,10 @@ std::string dump_trace(const std::vector<Endpoint>& ranks, const std::string& re
                 remote.push_back(e);
             }
         }
-        const TraceContext context{reason, job_id_from_environment(), rank_count(ranks), std::move(stacks)};
+        std::vector<int> asked;
+        for (const Endpoint& e : ranks) asked.push_back(e.world_rank);
+        const TraceContext context{reason, job_id_from_environment(), rank_count(ranks), std::move(stacks),
+                                   std::move(asked)};
         const CollectedTrace trace = collect_trace(remote, std::move(local), context, Clock::now() + dump_deadline);
         write_merged(file, trace.merged);
         std::string text = trace_written_text(file);
@@ -116,17 +120,26 @@ void dump_trace_at_exit(MPI_Comm comm) {
         mine = {{"error", e.what()}};
     }
     // Every clock read as the same barrier ends: rank 0 relates the clocks of other hosts to its own by these.
-    MPI_Barrier(comm);
+    const Logger log = get_logger("lockstep.trace");
+    if (const int rc = MPI_Barrier(comm); rc != MPI_SUCCESS) {
+        log.error(every_rank, "No trace was written at exit: MPI_Barrier failed ({})", lockstep::mpi_error_string(rc));
+        return;
+    }
     mine["clock_us"] = realtime_us();
     const std::string text = mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     int length = static_cast<int>(text.size());
     std::vector<int> lengths(static_cast<std::size_t>(size));
-    if (MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm) != MPI_SUCCESS) return;
+    if (const int rc = MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm); rc != MPI_SUCCESS) {
+        log.error(every_rank, "No trace was written at exit: MPI_Gather failed ({})", lockstep::mpi_error_string(rc));
+        return;
+    }
     std::vector<int> offsets(static_cast<std::size_t>(size), 0);
     for (std::size_t r = 1; r < offsets.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
     std::string all(rank == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0, '\0');
-    if (MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm) !=
-        MPI_SUCCESS) {
+    if (const int rc =
+            MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm);
+        rc != MPI_SUCCESS) {
+        log.error(every_rank, "No trace was written at exit: MPI_Gatherv failed ({})", lockstep::mpi_error_string(rc));
         return;
     }
     if (rank != 0) return;
@@ -141,7 +154,6 @@ void dump_trace_at_exit(MPI_Comm comm) {
         snapshot["clock_offset_us"] = here ? 0.0 : my_clock - snapshot.value("clock_us", my_clock);
         ranks.push_back(std::move(snapshot));
     }
-    const Logger log = get_logger("lockstep.trace");
     try {
         const TraceContext context{"exit", job_id_from_environment(), size, {}};
         write_merged(*file, merge_trace(ranks, context));

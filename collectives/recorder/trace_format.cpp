@@ -60,6 +60,19 @@ std::int64_t integer_at(const json& object, const char* key, std::int64_t fallba
     return value && std::abs(*value) < 9e18 ? static_cast<std::int64_t>(*value) : fallback;
 }
 
+// A communicator's id, exactly (ids use all 64 bits: the check library's have the top one set); 0 when absent.
+std::uint64_t id_at(const json& object, const char* key) {
+    if (!object.is_object()) return 0;
+    const auto it = object.find(key);
+    if (it == object.end()) return 0;
+    if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+    if (it->is_number_integer()) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+    if (it->is_number_float() && it->get<double>() >= 0 && it->get<double>() < 1.8e19) {
+        return static_cast<std::uint64_t>(it->get<double>());
+    }
+    return 0;
+}
+
 std::string text_at(const json& object, const char* key, std::string fallback = {}) {
     if (!object.is_object()) return fallback;
     const auto it = object.find(key);
@@ -89,7 +102,7 @@ std::vector<int> rank_list(const json& ranks) {
     return out;
 }
 
-std::string communicator_key(std::int64_t id, const json& world_ranks) {
+std::string communicator_key(std::uint64_t id, const json& world_ranks) {
     return fmt::format("{}/{}", id, world_ranks.is_array() ? world_ranks.dump() : std::string());
 }
 
@@ -135,7 +148,7 @@ struct Call {
     const json* recorded = nullptr;  // as its rank recorded it, in the snapshot merge_trace was given
     std::string comm_key;
     std::string comm_name;
-    std::int64_t comm = 0;
+    std::uint64_t comm = 0;
     std::int64_t seq = 0;
     std::string op;
     std::string kind;
@@ -168,7 +181,7 @@ struct RankRecord {
     double offset = 0;
     double snapshot_us = 0;  // merged clock
     std::vector<Call> calls;
-    std::map<std::int64_t, Communicator> communicators;  // by this rank's id
+    std::map<std::uint64_t, Communicator> communicators;  // by this rank's id
     std::set<std::string> communicator_keys;
     std::map<std::string, std::int64_t> highest_seq;  // of a collective, by communicator key
 };
@@ -190,7 +203,7 @@ RankRecord read_snapshot(const json& snapshot) {
     record.snapshot_us = number_at(snapshot, "snapshot_us").value_or(0.0) + record.offset;
     if (const auto it = snapshot.find("communicators"); it != snapshot.end() && it->is_array()) {
         for (const json& c : *it) {
-            const std::int64_t id = integer_at(c, "id", 0);
+            const std::uint64_t id = id_at(c, "id");
             Communicator comm;
             const json world_ranks = field_at(c, "world_ranks");
             comm.key = communicator_key(id, world_ranks);
@@ -215,7 +228,7 @@ RankRecord read_snapshot(const json& snapshot) {
         Call call;
         call.rank = record.rank;
         call.recorded = &recorded;
-        call.comm = integer_at(recorded, "comm", 0);
+        call.comm = id_at(recorded, "comm");
         if (const auto c = record.communicators.find(call.comm); c != record.communicators.end()) {
             call.comm_key = c->second.key;
             call.comm_name = c->second.name;
@@ -458,8 +471,14 @@ json merge_trace(const std::vector<json>& ranks, const TraceContext& context) {
         for (const RankRecord& record : records) expected = std::max(expected, record.rank + 1);
     }
     std::vector<int> missing;
-    for (int r = 0; r < expected; ++r) {
-        if (seen.count(r) == 0) missing.push_back(r);
+    if (!context.asked.empty()) {
+        for (const int r : std::set<int>(context.asked.begin(), context.asked.end())) {
+            if (seen.count(r) == 0) missing.push_back(r);
+        }
+    } else {
+        for (int r = 0; r < expected; ++r) {
+            if (seen.count(r) == 0) missing.push_back(r);
+        }
     }
 
     // Step 2.
@@ -607,13 +626,13 @@ struct RankState {
     std::optional<double> for_us;  // how long the call in flight has been in flight
 };
 
-RankState rank_state(const json& snapshot, std::int64_t comm) {
+RankState rank_state(const json& snapshot, std::uint64_t comm) {
     const json* last = nullptr;
     const json* flight = nullptr;
     int in_flight = 0;
     const double snapshot_us = number_at(snapshot, "snapshot_us").value_or(0.0);
     for (const json& call : array_at(snapshot, "calls")) {
-        if (integer_at(call, "comm", 0) != comm || !number_at(call, "issued_us")) continue;
+        if (id_at(call, "comm") != comm || !number_at(call, "issued_us")) continue;
         const auto completed = number_at(call, "completed_us");
         if (!completed || text_at(call, "outcome") == "in_flight") {
             ++in_flight;
@@ -690,7 +709,7 @@ std::string trace_summary(const json& merged) {
     // Per communicator, the ranks grouped by state; communicators with a call in flight first, then the larger.
     struct CommunicatorView {
         std::string name;
-        std::int64_t id = 0;
+        std::uint64_t id = 0;
         std::int64_t size = 0;
         std::vector<std::pair<int, RankState>> states;
         bool busy = false;
@@ -698,7 +717,7 @@ std::string trace_summary(const json& merged) {
     std::map<std::string, CommunicatorView> views;
     for (const json& s : snapshots) {
         for (const json& c : array_at(s, "communicators")) {
-            const std::int64_t id = integer_at(c, "id", 0);
+            const std::uint64_t id = id_at(c, "id");
             CommunicatorView& view = views[communicator_key(id, field_at(c, "world_ranks"))];
             view.name = text_at(c, "name", "communicator");
             view.id = id;

@@ -17,6 +17,9 @@ struct TraceContext {
     std::string job;         // the job's name or id, if known
     int expected_ranks = 0;  // the world size: ranks without a snapshot are named missing
     nlohmann::json stacks;   // optional: the hang report's stacks, kept in the file as they are
+    // The world ranks that were asked, when not every rank of the job (a sub-communicator's dump): only these can
+    // be missing. Empty: 0 .. expected_ranks - 1.
+    std::vector<int> asked;
 };
 
 // Merges per-rank snapshots (each with "clock_offset_us": microseconds to add to its times to put them on the

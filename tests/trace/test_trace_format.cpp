@@ -339,6 +339,39 @@ BOOST_AUTO_TEST_CASE(overlapping_blocking_calls_of_one_rank_go_on_another_thread
     BOOST_TEST(trace["lockstep"]["missing_ranks"] == json::array({1, 2, 3}));
 }
 
+// The check library's communicator ids have the top bit set: read as doubles or as 32-bit numbers, two communicators
+// would become one. A dump of a sub-communicator asks its members only: the other ranks of the job are not missing.
+BOOST_AUTO_TEST_CASE(communicator_ids_keep_all_64_bits_and_only_the_asked_ranks_can_be_missing) {
+    const std::uint64_t first = (std::uint64_t{1} << 63) + 1;
+    const std::vector<int> pair = {1, 3};
+    std::vector<json> ranks;
+    for (const int r : pair) {
+        json a = communicator(0, "first", pair, r, 1);
+        json b = communicator(0, "second", pair, r, 1);
+        a["id"] = first;
+        b["id"] = first + 1;
+        json on_a = call({.seq = 1, .issued_us = T + r, .completed_us = T + 500});
+        json on_b = call({.op = "barrier", .seq = 1, .issued_us = T + 600 + r, .completed_us = T + 700});
+        on_a["comm"] = first;
+        on_b["comm"] = first + 1;
+        ranks.push_back(snapshot(r, "node1", T + 1000, json::array({a, b}), {on_a, on_b}));
+    }
+    TraceContext context = kContext;
+    context.asked = pair;
+    const json trace = merge_trace(ranks, context);
+    BOOST_TEST(trace["lockstep"]["missing_ranks"].empty());
+    const json& collectives = trace["lockstep"]["collectives"];
+    BOOST_REQUIRE(collectives.size() == 2u);
+    for (const json& c : collectives) {
+        BOOST_TEST(c["members"] == 2);
+        BOOST_TEST(c["arrivals"].size() == 2u);
+        BOOST_TEST(c["last_arriver"] == 3);
+    }
+    const std::string text = trace_summary(trace);
+    BOOST_TEST(text.find("(id " + std::to_string(first) + ", 2 ranks)") != std::string::npos, text);
+    BOOST_TEST(text.find("(id " + std::to_string(first + 1) + ", 2 ranks)") != std::string::npos, text);
+}
+
 BOOST_AUTO_TEST_CASE(broken_snapshots_are_left_out_not_fatal) {
     std::vector<json> ranks = three_ranks();
     ranks.push_back(json::array({1, 2}));                             // not an object
