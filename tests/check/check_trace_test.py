@@ -6,7 +6,7 @@ Usage: check_trace_test.py LOCKSTEP PROGRAM VALIDATOR NP
 The file must pass the trace-event validator with every rank present; every rank's calls are the program's MPI
 functions; MPI_COMM_WORLD's collectives have every rank as a member (the check library's communicator ids use all 64
 bits: a merge that read them as doubles or 32-bit numbers would put every communicator together); the summary names
-MPI_COMM_WORLD with all its ranks."""
+MPI_COMM_WORLD with all its ranks; the launcher names the file, and says so when a program wrote none."""
 
 import json
 import os
@@ -46,6 +46,7 @@ def main():
         print(output)
         check(proc.returncode == 0, f"the job exits 0 (got {proc.returncode})")
         check(os.path.isfile(file) and os.path.isfile(file + ".txt"), "the trace and its summary are written")
+        check(f"lockstep launch: the trace of every rank's last calls is in {file}" in output, "launch names it")
         if failures:
             sys.exit(1)
         r = subprocess.run([sys.executable, validator, file, "--ranks", str(np)], capture_output=True, text=True)
@@ -70,6 +71,17 @@ def main():
         summary = open(file + ".txt").read()
         print(summary)
         check(f"Communicator MPI_COMM_WORLD (id 9223372036854775808, {np} ranks)" in summary, "the summary names it")
+        # A program that never finalizes lockstep writes no trace: the launcher says so rather than nothing.
+        other = os.path.join(tmp, "none.json")
+        r = subprocess.run(
+            [lockstep, "launch", "--trace", other, "-n", "1", "--", "/bin/true"],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT_SECONDS,
+        )
+        print(r.stdout + r.stderr)
+        check(r.returncode == 0, f"a job that writes no trace still exits 0 (got {r.returncode})")
+        check(f"no trace was written to {other}" in r.stderr, "and the launcher says that no trace was written")
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

@@ -14,9 +14,11 @@ Checked:
 - flows pair: each "s" has at least one "f" of the same id and cat, each "f" an "s" no later in time (viewers read
   events in time order), and each flow event lies inside a complete slice of its own track, the slice it binds to;
 - with --ranks N: every rank 0..N-1 has a process_name and at least one slice ("X" or "b");
-- with --straggler R: in every collective of two or more recorded ranks that R belongs to (slices with args.kind
-  "collective", one collective per args.comm and args.seq), R is the one marked args.last_arriver, or the collective
-  names R in args.not_arrived; and there is at least one such collective.
+- with --straggler R: in every collective of the program of two or more recorded ranks that R belongs to (slices with
+  args.kind "collective", one collective per args.comm and args.seq; lockstep's own communicators, whose
+  args.comm_name starts with "lockstep's", are left out: their calls follow each other with no program code between
+  them, so who arrives last there is chance), R is the one marked args.last_arriver, or the collective names R in
+  args.not_arrived; and there is at least one such collective.
 
 Exit status: 0 when the file passes, 1 with each violation printed, 2 on a usage error."""
 
@@ -197,6 +199,8 @@ def check_straggler(good, straggler, problems):
     for index, event in good:
         args = event.get("args") or {}
         if event["ph"] in SLICES and args.get("kind") == "collective":
+            if str(args.get("comm_name", "")).startswith("lockstep's"):
+                continue  # lockstep's own start-up and finalize checks: no program code delays anyone there
             collectives[(args.get("comm"), args.get("seq"))].append((index, event))
     checked = 0
     for (comm, seq), members in sorted(collectives.items(), key=lambda item: str(item[0])):

@@ -1,7 +1,9 @@
 // The jobs of dumps_test.py, each of which leaves a trace file for the test to read.
 //
-//   trace_job straggler R   20 allreduces; rank R sleeps 30 ms before each one, so it arrives last every time (and
-//                           before lockstep's own collectives at start-up and at finalize too).
+//   trace_job straggler R   20 allreduces; rank R sleeps 100 ms before each one, so it arrives last every time: the
+//                           others come straight from the previous allreduce, and would have to wait 100 ms for a
+//                           core to lose that place even on a loaded machine. (It sleeps before lockstep's own
+//                           collectives at start-up and at finalize too, which the validator leaves out.)
 //   trace_job loop DIR      allreduces until the file DIR/stop appears (rank 0 looks, and every rank learns it in
 //                           the next allreduce); rank 0 creates DIR/ready after the first one. Every result is
 //                           checked; prints "rank R: N iterations, results ok".
@@ -22,7 +24,7 @@ int main(int argc, char** argv) {
     lockstep::ScopedRuntime rt;
     const auto straggle = [&](int late) {
         if (mode == "straggler" && rt->identity().rank == late)
-            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
     };
     const int late = mode == "straggler" && argc > 2 ? std::stoi(argv[2]) : -1;
     straggle(late);  // lockstep's start-up checks run as the world communicator is made

@@ -300,6 +300,23 @@ void print_plan_json(const ln::Plan& plan, const Detection& detection) {
     std::cout << j.dump(2) << '\n';
 }
 
+// After a job launched with --trace: where its trace is, or why there is none.
+void say_where_the_trace_went(const std::string& file, std::filesystem::file_time_type launched, int status) {
+    std::error_code ec;
+    const auto written = std::filesystem::last_write_time(file, ec);
+    if (!ec && written >= launched) {
+        fmt::print(stderr,
+                   "lockstep launch: the trace of every rank's last calls is in {} (summary in {}.txt); draw it with "
+                   "`lockstep trace show {}` or open it in https://ui.perfetto.dev\n",
+                   file, file, file);
+    } else if (status == 0) {
+        fmt::print(stderr,
+                   "lockstep launch: warning: no trace was written to {}: the program ended without finalizing "
+                   "lockstep (Runtime::finalize; MPI_Finalize under --check)\n",
+                   file);
+    }
+}
+
 int run(const CommandLine& cl, const std::vector<std::string>& program) {
     try {
         ln::Request request;
@@ -354,9 +371,11 @@ int run(const CommandLine& cl, const std::vector<std::string>& program) {
         std::cout.flush();
         // Hydra names the signal that ended a rank on its stdout.
         const bool hydra = plan.launcher == ml::Launcher::Hydra;
+        const auto launched = std::filesystem::file_time_type::clock::now();
         const ml::ForegroundResult result =
             ml::run_in_foreground_watching_stderr(plan.command, plan.environment, hydra);
         if (result.status != 0) print_failure_hint(plan, result, program.front());
+        if (request.trace_file) say_where_the_trace_went(*request.trace_file, launched, result.status);
         if (hydra && result.status != 0) return ml::hydra_exit_status(result.status, result.stdout_end);
         if (result.status == 0 && ended_by_watchdog(result)) {
             fmt::print(stderr,
