@@ -73,7 +73,8 @@ def rank_env_program(lockstep):
 
 
 def case_dry_run(lockstep, child, tmp, _):
-    env = without_slurm(dict(os.environ, LOCKSTEP_SEED="7"))
+    # A job id of the user's is kept (the launcher's own, launch-<its pid>, is checked below).
+    env = without_slurm(dict(os.environ, LOCKSTEP_SEED="7", LOCKSTEP_JOB_ID="job-7"))
     env = {k: v for k, v in env.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     hosts = write(os.path.join(tmp, "hosts"), "# rank 0 runs here\n\nnode7 slots=2\nnode8 slots=2\n")
     wrapper = rank_env_program(lockstep)
@@ -104,6 +105,7 @@ def case_dry_run(lockstep, child, tmp, _):
         "LOCKSTEP_SEED": "7",
         "LOCKSTEP_LAUNCHER_FLAGS": flags,
         "LOCKSTEP_CONFIG_FILE": "",
+        "LOCKSTEP_JOB_ID": "job-7",
     }
     forwarded = sorted(expected_env)
 
@@ -148,6 +150,12 @@ def case_dry_run(lockstep, child, tmp, _):
     short = [lockstep, "launch", "--dry-run", "--json", "--launcher", "openmpi"]
     plan = json.loads(run(short + [child], env).stdout)
     check(plan["environment"]["MASTER_ADDR"] == "127.0.0.1", "one node: MASTER_ADDR is 127.0.0.1")
+    own = json.loads(run(short + [child], {k: v for k, v in env.items() if k != "LOCKSTEP_JOB_ID"}).stdout)
+    job = own["environment"].get("LOCKSTEP_JOB_ID", "")
+    check(
+        job.startswith("launch-") and job[len("launch-") :].isdigit(),
+        f"without one, the launcher names the job launch-<its pid> for `lockstep trace` ({job!r})",
+    )
     plan = json.loads(run(short + [child], dict(env, MASTER_ADDR="10.1.2.3", MASTER_PORT="4321")).stdout)
     check(
         plan["environment"]["MASTER_ADDR"] == "10.1.2.3"
