@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <ctime>
+#include <mutex>
+#include <set>
 
 namespace lockstep::detail {
 
@@ -87,6 +89,15 @@ std::string collective_error_trace(std::uint64_t comm_id, std::uint64_t sequence
     if (!watchdog.running() || !get_logger("lockstep.debug").enabled_for(LogLevel::Error)) return {};
     const std::vector<Endpoint> members = watchdog.members(comm_id);
     if (members.empty()) return {};
+    {
+        // One trace per communicator, at its first error: a program that catches the errors and goes on (a test, a
+        // retry) would otherwise write a whole trace for every call. Every member sees the same errors on it, so every
+        // member decides alike, and the messages stay identical.
+        static std::mutex mutex;
+        static std::set<std::uint64_t> traced;
+        std::scoped_lock lock(mutex);
+        if (!traced.insert(comm_id).second) return {};
+    }
     const Endpoint& first = members.front();
     std::filesystem::path file;
     if (const auto& named = config().trace_file) {

@@ -33,10 +33,11 @@ constexpr auto dump_deadline = std::chrono::seconds(3);
                                      const std::filesystem::path& file, nlohmann::json stacks = nullptr);
 
 // Called on every process of a communicator whose collective `sequence` failed the debug-mode check, before the error
-// is raised: the communicator's first process collects and writes the trace (within dump_deadline), and every
-// process returns the same line for the error's message, naming the file. The file's name is derived from what every
-// member knows alike: the first member's endpoint (its pid and the time its watchdog started), the communicator and
-// the sequence. Empty when the watchdog does not know the communicator (no channel to collect over).
+// is raised (only the communicator's first error writes a trace; later ones return nothing): the communicator's first
+// process collects and writes the trace (within dump_deadline), and every process returns the same line for the error's
+// message, naming the file. The file's name is derived from what every member knows alike: the first member's endpoint
+// (its pid and the time its watchdog started), the communicator and the sequence. Empty when the watchdog does not know
+// the communicator (no channel to collect over).
 [[nodiscard]] std::string collective_error_trace(std::uint64_t comm_id, std::uint64_t sequence);
 
 // At Runtime::finalize, on every process of `comm` (the world's): when the setting trace_file is set, every process's

@@ -53,6 +53,10 @@ case "$flavour" in
     #                              instrumented: their own leaks would be reported), or into the Fortran programs
     #                              (whose test reads the library's symbols from the path it preloads); the other
     #                              check_* tests preload it here after the ASan runtime (check/meson.build)
+    #   trace_show, trace_validator, stacks_python_*  Python (the renderer, the validator, an interpreter's frames):
+    #                              nothing instrumented runs but the small programs the other trace tests cover
+    #   recorder_np*               a million calls for the ring's bound, 75 s under ASan: every other test writes
+    #                              the recorder's entries, and the trace_dump_* tests take its snapshots
     #   <name>_np4                 where <name>_np2 or <name>_np3 runs too: the same code on one more rank
     #                              (fewer_ranks=1 below); tests that exist only on 4 ranks stay
     #   <name>_np3                 where <name>_np2 runs too (fewer_ranks=2): the same instrumented code on one
@@ -62,7 +66,8 @@ case "$flavour" in
     suites=(--suite unit --suite mpi --suite fuzz)
     exclude=(format format_gate layers docs_paths test_summary exported_symbols c_api_abi install_and_pkgconfig
       'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*'
-      'check_launch_*' 'check_hpcc_*' 'check_mpi4py_*' 'check_fortran_*')
+      'check_launch_*' 'check_hpcc_*' 'check_mpi4py_*' 'check_fortran_*'
+      trace_show trace_validator 'stacks_python_*' 'recorder_np*')
     include=()
     fewer_ranks=2
     odd_ranks_kept=(collectives_np3 shm_collectives_np3 'shm_small_*_np3' reduce_ops_mpi_np3)

@@ -312,9 +312,14 @@ def case_mismatch(lockstep, mpirun, program, np, validator):
         code, out, err = run([mpirun, "-n", str(np), "--oversubscribe", program, "mismatch"], env)
         print(out + err)
         check(code == 0, f"the job exits 0 (got {code})")
-        messages = re.findall(r"^rank \d+ message: (.*)$", out, re.M)
+        messages = re.findall(r"^rank \d+ message 0: (.*)$", out, re.M)
         check(len(messages) == np, f"every rank caught the SignatureMismatchError ({len(messages)} of {np})")
         check(len(set(messages)) == 1, "every rank's message is the same")
+        again = re.findall(r"^rank \d+ message 1: (.*)$", out, re.M)
+        check(len(again) == np and len(set(again)) == 1, "the second mismatch too, the same on every rank")
+        check(all("Trace of every process" not in m for m in again), "the second error on it writes no trace")
+        written = [f for f in os.listdir(env["LOCKSTEP_TRACE_DIR"]) if f.endswith(".json")]
+        check(len(written) == 1, f"one trace file for the communicator's errors ({written})")
         m = re.search(r"Trace of every process's last calls, written by process 0: (\S+\.json)", out)
         check(m is not None, "the message names the trace file")
         if m:
