@@ -3,6 +3,7 @@
 #include "recorder/recorder.hpp"
 #include "recorder/trace_format.hpp"
 #include "wait_statistics.hpp"
+#include "watchdog/channel.hpp"
 #include "world_hooks.hpp"
 
 #include <lockstep/logging.hpp>
@@ -124,17 +125,12 @@ struct SnapshotHeader {
     detail::FixedText<64> host;
 };
 
-double realtime_us() {
-    using namespace std::chrono;
-    return duration<double, std::micro>(system_clock::now().time_since_epoch()).count();
-}
-
 // Every rank's recorder snapshot, each with "clock_offset_us", on comm's rank 0 in rank order (empty elsewhere):
 // one allgather of the lengths, then one gather of the snapshots padded to the longest.
 std::vector<nlohmann::json> gather_snapshots(Communicator& comm, const nlohmann::json& mine) {
     const std::string text = mine.dump();
     comm.barrier();
-    SnapshotHeader header{static_cast<std::int64_t>(text.size()), realtime_us(), {}};
+    SnapshotHeader header{static_cast<std::int64_t>(text.size()), detail::realtime_us(), {}};
     header.host.assign(host_name());
     const std::vector<SnapshotHeader> headers = detail::allgather_fixed(comm, header);
     std::int64_t longest = 0;

@@ -5,6 +5,7 @@
 
 #include "recorder.hpp"
 
+#include "../watchdog/channel.hpp"
 #include "../watchdog/report.hpp"
 #include "ring.hpp"
 
@@ -206,8 +207,7 @@ TimeBase time_base() {
     constexpr std::int64_t span = std::int64_t{1} << 30;
     b.us_per_tick = ticks_to_seconds(span) * 1e6 / static_cast<double>(span);
     b.ticks_now = ticks();
-    b.realtime_us =
-        std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
+    b.realtime_us = realtime_us();
     return b;
 }
 
