@@ -1,7 +1,9 @@
 // The flight recorder's registry of rings and its snapshot (recorder.hpp, ring.hpp). Communicators register their
 // rings when they are made and retire them when they are freed, under one mutex; the calls themselves never take it.
 // A freed communicator's rings stay in snapshots among the last `kept_retired` freed ones, so that a dump after a
-// failure still shows the calls of the sub-communicator that failed.
+// failure still shows the calls of the sub-communicator that failed; of each, a snapshot keeps the last
+// `kept_retired_calls` calls, so that a dump stays of the size of the live communicators' rings, however many were
+// made and freed before it (a test or a training loop that splits a communicator per step).
 
 #include "recorder.hpp"
 
@@ -31,6 +33,7 @@ WaitProfile process_wait_profile;
 namespace {
 
 constexpr std::size_t kept_retired = 16;
+constexpr std::size_t kept_retired_calls = 64;  // of each ring
 
 struct Registry {
     std::mutex mutex;
@@ -339,6 +342,7 @@ nlohmann::json call_json(const RecordedCall& c, std::uint64_t comm_id, const Tim
 nlohmann::json recorder_snapshot() {
     using nlohmann::json;
     std::vector<std::shared_ptr<RecordedComm>> comms;
+    std::size_t retired = 0;  // comms[0, retired) are freed ones
     json communicators = json::array();
     int world_rank = -1;
     std::string host;
@@ -346,21 +350,17 @@ nlohmann::json recorder_snapshot() {
         Registry& r = registry();
         std::scoped_lock lock(r.mutex);
         comms.assign(r.retired.begin(), r.retired.end());
+        retired = comms.size();
         comms.insert(comms.end(), r.live.begin(), r.live.end());
         world_rank = r.world_rank;
         host = r.host;
         for (const auto& c : comms) {
-            const std::uint64_t recorded = c->calls.opened() + c->shared.opened();
-            const std::uint64_t kept = std::min<std::uint64_t>(c->calls.opened(), c->calls.capacity()) +
-                                       std::min<std::uint64_t>(c->shared.opened(), c->shared.capacity());
             communicators.push_back({{"id", c->id},
                                      {"name", c->name},
                                      {"size", c->size},
                                      {"rank", c->rank},
                                      {"world_ranks", c->world_ranks},
-                                     {"capacity", c->calls.capacity()},
-                                     {"recorded", recorded},
-                                     {"dropped", recorded - kept}});
+                                     {"capacity", c->calls.capacity()}});
         }
     }
     if (host.empty()) host = host_name();
@@ -368,16 +368,29 @@ nlohmann::json recorder_snapshot() {
     json calls = json::array();
     std::uint64_t torn = 0;
     std::map<const void*, std::string> sites;
-    for (const auto& comm : comms) {
+    for (std::size_t i = 0; i < comms.size(); ++i) {
+        const auto& comm = comms[i];
+        // Counted before the rings are read: a call made meanwhile is left out of both.
+        const std::uint64_t recorded = comm->calls.opened() + comm->shared.opened();
         CommCalls c{comm, comm->calls.read(torn), {}};
         std::vector<RecordedCall> updates;
         for (const auto& e : comm->shared.read(torn)) {
             (e.traits.kind == RecordedKind::update ? updates : c.shared).push_back(e);
         }
         apply_updates(c, updates);
-        for (const auto* part : {&c.calls, &c.shared}) {
+        std::uint64_t kept = std::min<std::uint64_t>(comm->calls.opened(), comm->calls.capacity()) +
+                             std::min<std::uint64_t>(comm->shared.opened(), comm->shared.capacity());
+        for (auto* part : {&c.calls, &c.shared}) {
+            if (i < retired && part->size() > kept_retired_calls) {
+                const std::size_t left_out = part->size() - kept_retired_calls;
+                part->erase(part->begin(), part->begin() + static_cast<std::ptrdiff_t>(left_out));
+                kept -= std::min<std::uint64_t>(kept, left_out);
+            }
             for (const auto& e : *part) calls.push_back(call_json(e, comm->id, time, sites));
         }
+        communicators[i]["recorded"] = recorded;
+        communicators[i]["dropped"] = recorded - std::min(recorded, kept);
+        communicators[i]["freed"] = i < retired;
     }
     std::stable_sort(calls.begin(), calls.end(), [](const json& a, const json& b) {
         return a["issued_us"].get<double>() < b["issued_us"].get<double>();

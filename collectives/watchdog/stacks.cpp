@@ -6,6 +6,7 @@
 
 #include <lockstep/base/rank_groups.hpp>
 #include <lockstep/base/symbolizer.hpp>
+#include <lockstep/config.hpp>
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -554,12 +555,21 @@ nlohmann::json take_stacks() {
     static std::mutex taking;  // the serving thread's STACK and the report's own stacks, one after the other
     std::scoped_lock lock(taking);
     nlohmann::json j = nlohmann::json::object();
+    const HangStacks which = config().hang_stacks;
+    if (which == HangStacks::Off) {
+        j["native"] = {{"skipped", "hang_stacks is off in this process"}};
+        return j;
+    }
     // Python first: the signal that takes the native frames ends a sleep early (a system call that SA_RESTART does not
     // restart), which would let a thread that holds the GIL across it give the GIL up and hide that it holds it.
     try {
         if (auto python = python_stacks()) j["python"] = std::move(*python);
     } catch (const std::exception& e) {
         j["python"] = {{"error", e.what()}};
+    }
+    if (which == HangStacks::Python) {
+        j["native"] = {{"skipped", "hang_stacks is python: no signal interrupts the program"}};
+        return j;
     }
     try {
         j["native"] = native_stack();
@@ -620,7 +630,7 @@ std::string stacks_text(const nlohmann::json& stacks) {
     std::map<int, nlohmann::json> by_rank;  // in rank order, not the keys' text order
     for (const auto& [key, s] : stacks.items()) by_rank[std::stoi(key)] = s;
     Node native, python;
-    std::map<std::string, std::vector<int>> native_errors, python_errors, unreachable;
+    std::map<std::string, std::vector<int>> native_errors, native_skipped, python_errors, unreachable;
     for (const auto& [rank, s] : by_rank) {
         if (s.contains("unreachable")) {
             unreachable[s.value("unreachable", "")].push_back(rank);
@@ -628,6 +638,8 @@ std::string stacks_text(const nlohmann::json& stacks) {
         }
         if (const auto& n = s.value("native", nlohmann::json::object()); n.contains("frames")) {
             native.add(native_lines(n["frames"]), 0, rank);
+        } else if (n.contains("skipped")) {
+            native_skipped[n.value("skipped", "")].push_back(rank);
         } else {
             native_errors[n.value("error", "no answer")].push_back(rank);
         }
@@ -650,6 +662,9 @@ std::string stacks_text(const nlohmann::json& stacks) {
     }
     out += "Native, the thread that initialised lockstep:\n" + tree_text(native, "  ");
     errors(native_errors, "the stack");
+    for (const auto& [text, ranks] : native_skipped) {
+        out += fmt::format("  {}: not taken ({})\n", base::processes_text(ranks), text);
+    }
     for (const auto& [text, ranks] : unreachable) {
         out += fmt::format("  {}: no answer ({})\n", base::processes_text(ranks), text);
     }

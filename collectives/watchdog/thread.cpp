@@ -238,7 +238,8 @@ void Watchdog::State::run_report(CallRecord stuck, double waited) {
         std::scoped_lock lock(registry_mutex);
         for (const auto& [rank, e] : known_endpoints()) job.push_back(e);
     }
-    nlohmann::json stacks = ask_stacks(job, self);
+    // hang_stacks off: no process is asked (each answers by its own setting otherwise, stacks.cpp).
+    nlohmann::json stacks = config().hang_stacks == HangStacks::Off ? nlohmann::json::object() : ask_stacks(job, self);
     verdict.text += stacks_text(stacks);
     verdict.text += dump_hang_trace(std::move(stacks));
     record_verdict(verdict.text);

@@ -185,6 +185,18 @@ std::string_view on_timeout_name(OnTimeout mode) noexcept {
     return mode == OnTimeout::Raise ? "raise" : "end";
 }
 
+std::string_view hang_stacks_name(HangStacks which) noexcept {
+    switch (which) {
+        case HangStacks::Python:
+            return "python";
+        case HangStacks::Off:
+            return "off";
+        case HangStacks::All:
+            break;
+    }
+    return "all";
+}
+
 namespace detail {
 void install_config(Config config) {
     auto& installed = installed_configs();

@@ -97,6 +97,8 @@ constexpr std::array table = {
     setting<&Config::on_timeout, on_timeout_kind, &ConfigOverrides::on_timeout>("on_timeout", env_names::on_timeout),
     setting<&Config::trace_calls, trace_calls_kind, &ConfigOverrides::trace_calls>("trace_calls",
                                                                                    env_names::trace_calls),
+    setting<&Config::hang_stacks, hang_stacks_kind, &ConfigOverrides::hang_stacks>("hang_stacks",
+                                                                                   env_names::hang_stacks),
     setting<&Config::num_processes, process_count_kind>("num_processes", nullptr),
     setting<&Config::num_machines, machine_count_kind>("num_machines", nullptr),
     setting<&Config::mixed_precision, mixed_precision_kind>("mixed_precision", nullptr),

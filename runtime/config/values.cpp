@@ -286,6 +286,20 @@ std::string show_on_timeout(const OnTimeout& mode) {
     return std::string(on_timeout_name(mode));
 }
 
+bool read_hang_stacks(std::string_view text, HangStacks& which) {
+    for (HangStacks h : {HangStacks::All, HangStacks::Python, HangStacks::Off}) {
+        if (equals_lowercase(text, hang_stacks_name(h))) {
+            which = h;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string show_hang_stacks(const HangStacks& which) {
+    return std::string(hang_stacks_name(which));
+}
+
 bool read_arena_size(std::string_view text, std::optional<std::size_t>& bytes) {
     if (text.empty() || equals_lowercase(text, "auto")) {
         bytes.reset();

@@ -213,4 +213,13 @@ inline constexpr Kind<OnTimeout> on_timeout_kind{
     "that waited)",
     read_on_timeout, nullptr, show_on_timeout};
 
+// --- the stacks of a hang report
+
+bool read_hang_stacks(std::string_view text, HangStacks& which);
+std::string show_hang_stacks(const HangStacks& which);
+inline constexpr Kind<HangStacks> hang_stacks_kind{
+    "a choice of stacks",
+    "all (native frames, taken by a signal, and Python frames), python (Python frames alone, no signal) or off",
+    read_hang_stacks, nullptr, show_hang_stacks};
+
 }  // namespace lockstep::config_detail

@@ -41,6 +41,12 @@ enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
 // communicator broken (docs/collectives.md).
 enum class OnTimeout { End, Raise };
 [[nodiscard]] LOCKSTEP_API std::string_view on_timeout_name(OnTimeout mode) noexcept;  // "end", "raise"
+// Which stacks a hang report takes of every process (docs/tracing.md): All the native frames of the thread that
+// initialised lockstep (interrupted by a real-time signal, so that a sleep, poll or read of the program's own without
+// a retry loop returns early with EINTR) and every thread's Python frames; Python the Python frames alone (no signal
+// is sent); Off none.
+enum class HangStacks { All, Python, Off };
+[[nodiscard]] LOCKSTEP_API std::string_view hang_stacks_name(HangStacks which) noexcept;  // "all", "python", "off"
 // Parses 1/0/true/false/yes/no/on/off in any case; nullopt otherwise.
 [[nodiscard]] LOCKSTEP_API std::optional<bool> parse_bool(std::string_view text) noexcept;
 
@@ -65,6 +71,7 @@ struct ConfigOverrides {
     std::optional<ThreadLevel> mpi_thread_level;
     std::optional<OnTimeout> on_timeout;
     std::optional<std::size_t> trace_calls;  // entries per communicator's flight recorder; 0 turns it off
+    std::optional<HangStacks> hang_stacks;
 };
 
 // The environment the resolution reads; the process environment by default, a map in tests.
@@ -122,6 +129,9 @@ struct LOCKSTEP_API Config {
     // the communicator is made); 0 turns the recorder off.
     std::size_t trace_calls = 2048;
 
+    // The stacks a hang report takes of every process (HangStacks).
+    HangStacks hang_stacks = HangStacks::All;
+
     // Provenance: for each setting above that has a variable or was set, where its value came from ("default",
     // "environment LOCKSTEP_TIMEOUT", "launcher flag (LOCKSTEP_TIMEOUT)", "/path/config.yaml:3:10",
     // "API argument").
@@ -170,6 +180,7 @@ inline constexpr const char* progress_thread = "LOCKSTEP_PROGRESS_THREAD";
 inline constexpr const char* mpi_thread_level = "LOCKSTEP_MPI_THREAD_LEVEL";
 inline constexpr const char* on_timeout = "LOCKSTEP_ON_TIMEOUT";
 inline constexpr const char* trace_calls = "LOCKSTEP_TRACE_CALLS";
+inline constexpr const char* hang_stacks = "LOCKSTEP_HANG_STACKS";
 inline constexpr const char* config_file = "LOCKSTEP_CONFIG_FILE";
 inline constexpr const char* launcher_flags = "LOCKSTEP_LAUNCHER_FLAGS";  // comma-separated variable names
 }  // namespace env_names

@@ -279,9 +279,37 @@ BOOST_AUTO_TEST_CASE(a_freed_communicator_keeps_its_last_calls) {
         Communicator c(comm().mpi_comm());
         c.barrier();
         id = newest(detail::recorder_snapshot())["id"].get<std::uint64_t>();
+        BOOST_TEST(newest(detail::recorder_snapshot())["freed"] == false);
     }
     const json snap = detail::recorder_snapshot();
     BOOST_TEST(calls_of(snap, id).size() == 1u);
+    for (const auto& c : snap["communicators"]) {
+        if (c["id"] == id) BOOST_TEST(c["freed"] == true);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_freed_communicator_keeps_only_its_last_64_calls_in_snapshots) {
+    // A dump must not grow with every communicator made and freed before it: the live one keeps its whole ring.
+    constexpr int made = 300;
+    std::uint64_t id = 0;
+    {
+        Communicator c(comm().mpi_comm());
+        for (int i = 0; i < made; ++i) c.barrier();
+        const json live = detail::recorder_snapshot();
+        id = newest(live)["id"].get<std::uint64_t>();
+        BOOST_TEST(calls_of(live, id).size() == static_cast<std::size_t>(made));
+        BOOST_TEST(newest(live)["dropped"].get<std::int64_t>() == 0);
+    }
+    const json snap = detail::recorder_snapshot();
+    const std::vector<json> calls = calls_of(snap, id);
+    BOOST_REQUIRE_EQUAL(calls.size(), 64u);
+    BOOST_TEST(calls.front()["seq"].get<std::int64_t>() == made - 63);
+    BOOST_TEST(calls.back()["seq"].get<std::int64_t>() == made);
+    for (const auto& c : snap["communicators"]) {
+        if (c["id"] != id) continue;
+        BOOST_TEST(c["recorded"].get<std::int64_t>() == made);
+        BOOST_TEST(c["dropped"].get<std::int64_t>() == made - 64);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(the_ring_stays_bounded_over_a_million_calls) {

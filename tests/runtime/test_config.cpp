@@ -265,6 +265,13 @@ const std::vector<Field> fields = {
      .env_text = "RAISE", .env_value = "raise",
      .launcher_text = "End", .launcher_value = "end",
      .set_override = [](ConfigOverrides& o) { o.on_timeout = lockstep::OnTimeout::Raise; }, .override_value = "raise"},
+    {.key = "hang_stacks", .variable = env_names::hang_stacks,
+     .value = [](const Config& c) { return std::string(lockstep::hang_stacks_name(c.hang_stacks)); },
+     .default_value = "all",
+     .file_text = "python", .file_value = "python",
+     .env_text = "OFF", .env_value = "off",
+     .launcher_text = "All", .launcher_value = "all",
+     .set_override = [](ConfigOverrides& o) { o.hang_stacks = lockstep::HangStacks::Python; }, .override_value = "python"},
 };
 // clang-format on
 
@@ -470,6 +477,9 @@ const std::vector<Spelling> rejected_environment_values = {
     {env_names::on_timeout, "abort", ""},
     {env_names::on_timeout, "", ""},
     {env_names::on_timeout, "1", ""},
+    {env_names::hang_stacks, "native", ""},
+    {env_names::hang_stacks, "0", ""},
+    {env_names::hang_stacks, "", ""},
     {env_names::timeout, "abc", ""},
     {env_names::timeout, "-5", ""},
     {env_names::timeout, "-0.5m", ""},
@@ -545,6 +555,7 @@ const std::map<std::string, std::string> accepted_hints = {
     {env_names::mpi_thread_level, "single, funneled, serialized or multiple"},
     {env_names::on_timeout, "end (print the watchdog's report and end the job"},
     {env_names::trace_calls, "0 to 1048576 (0: no flight recorder)"},
+    {env_names::hang_stacks, "python (Python frames alone, no signal) or off"},
 };
 
 BOOST_DATA_TEST_CASE(bad_environment_value_names_variable_and_value, bdata::make(rejected_environment_values),
@@ -1083,6 +1094,7 @@ BOOST_AUTO_TEST_CASE(describe_names_every_source) {
         {"mpi_thread_level: multiple", "default"},
         {"on_timeout: end", "default"},
         {"trace_calls: 2048", "default"},
+        {"hang_stacks: all", "default"},
         {"num_processes: 4", path + ":2:16"},
         {"config_file: " + path, environment_label(env_names::config_file)},
     };

@@ -10,6 +10,10 @@ Usage:
       stacks_hang.py: the last rank's main thread is at its line in spin_in_python, the others' at the allreduce,
       and every rank's helper thread at its line in idle_thread; MODE gil: the last rank holds the GIL in C, the
       report says its Python stack could not be taken and shows its native frames in sleep.
+  stacks_test.py setting MPIRUN NP PROGRAM all|python|off
+      stacks_hang.cpp sleep, under LOCKSTEP_HANG_STACKS: all takes native stacks (the sleeping rank's sleep returns
+      early, as documented); python takes none and sends no signal (the sleep is never cut short, each rank's native
+      stack is "not taken"); off takes none (no Stacks section, no process asked).
 Every job must end non-zero with the report within the limit.
 """
 import os
@@ -68,7 +72,28 @@ def main() -> int:
     what, mpirun, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
     last = np - 1
     checks: list[tuple[bool, str]] = []
-    if what == "native":
+    if what == "setting":
+        program, which = sys.argv[4], sys.argv[5]
+        os.environ["LOCKSTEP_HANG_STACKS"] = which
+        code, _, output = run_job(mpirun, np, [program, "sleep"], timeout=TIMEOUT_SECONDS)
+        native = section(output, "Native, the thread that initialised lockstep:")
+        cut_short = "the program's sleep returned early" in output
+        checks.append((code not in (None, 0), f"the job ended non-zero (exit {code})"))
+        checks.append(("collective timed out after" in output, "the report came"))
+        if which == "all":
+            checks.append((bool(native), "the report has the native stacks"))
+            at_sleep = owner(native, r"sleep_in_program \(stacks_hang\.cpp:\d+\)")
+            checks.append((at_sleep == ranks(last, last), f"rank {last} in sleep_in_program ({at_sleep})"))
+            checks.append((cut_short, "the signal that took the stack ended the program's sleep (documented)"))
+        elif which == "python":
+            not_taken = f"{ranks(0, last)} not taken (hang_stacks is python: no signal interrupts the program)"
+            checks.append((not_taken in output, "every native stack named as not taken, and why"))
+            checks.append(("sleep_in_program" not in output, "no native frames in the report"))
+            checks.append((not cut_short, "the program's sleep was never cut short"))
+        else:
+            checks.append(("Stacks" not in output and "not taken" not in output, "no stacks section, nobody asked"))
+            checks.append((not cut_short, "the program's sleep was never cut short"))
+    elif what == "native":
         program = sys.argv[4]
         mode = sys.argv[5] if len(sys.argv) > 5 else "spin"
         code, _, output = run_job(mpirun, np, [program, mode], timeout=TIMEOUT_SECONDS)

@@ -189,6 +189,7 @@ json config_section() {
         add("mpi_thread_level", std::string(thread_level_name(config.mpi_thread_level)));
         add("on_timeout", std::string(on_timeout_name(config.on_timeout)));
         add("trace_calls", config.trace_calls);
+        add("hang_stacks", std::string(hang_stacks_name(config.hang_stacks)));
         if (config.num_processes) add("num_processes", *config.num_processes);
         if (config.num_machines) add("num_machines", *config.num_machines);
         if (config.mixed_precision) add("mixed_precision", *config.mixed_precision);
