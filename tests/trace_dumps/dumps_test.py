@@ -192,7 +192,7 @@ def ask_slowly(endpoint, line, pause=1.5):
 def case_demand(lockstep, mpirun, program, np, validator):
     with tempfile.TemporaryDirectory() as tmp:
         env = environment(tmp)
-        # The default ring (the sanitizer phase keeps fewer calls), so that a TRACE answer outgrows the sockets' buffers.
+        # The default ring (the sanitizer phase keeps fewer calls): a TRACE answer that outgrows the sockets' buffers.
         env["LOCKSTEP_TRACE_CALLS"] = "2048"
         stop_dir = os.path.join(tmp, "flags")
         os.makedirs(stop_dir)
