@@ -12,21 +12,21 @@ namespace {
 // its non-blocking form (for a blocking call made while non-blocking ones are deferred).
 template <class Describe, class Run, class Start>
 int blocking(const CallDescriptor& call, Describe describe, Run run, Start start) {
-    const CallScope scope(call);
-    if (!debug_mode) return run();
+    CallScope scope(call);
+    if (!debug_mode) return scope.returned(run());
     CollectiveCall c = describe();
     c.function = call.function;
     c.comm = call.comm;
     c.caller = call.caller;
-    if (const auto checked = check_blocking_now(c)) return *checked != MPI_SUCCESS ? *checked : run();
+    if (const auto checked = check_blocking_now(c)) return scope.returned(*checked != MPI_SUCCESS ? *checked : run());
     c.run = run;
     c.start = start;
-    return run_checked(std::move(c), nullptr);
+    return scope.returned(run_checked(std::move(c), nullptr));
 }
 
 template <class Describe, class Start>
 int nonblocking(const CallDescriptor& call, Describe describe, Start start, MPI_Request* request) {
-    const CallScope scope(call);
+    CallScope scope(call);
     int rc = MPI_SUCCESS;
     if (!debug_mode) {
         rc = start(request);
@@ -39,7 +39,7 @@ int nonblocking(const CallDescriptor& call, Describe describe, Start start, MPI_
         rc = run_checked(std::move(c), request);
     }
     if (rc == MPI_SUCCESS) request_started(*request, call);
-    return rc;
+    return scope.returned(rc);
 }
 
 CallDescriptor collective(const char* function, MPI_Comm comm, int root, long long count, MPI_Datatype type,

@@ -40,11 +40,10 @@ std::uint64_t first_member(MPI_Comm comm, MPI_Comm parent) {
 // deferred calls. MPI_Comm_create_group, which only the group's members call, is not checked (`whole_parent`).
 template <class Make>
 int construct(const char* function, MPI_Comm parent, int tag, const void* caller, Make make, bool whole_parent = true) {
-    const CallScope scope(
-        CallDescriptor{function, parent, kNoPeer, tag, 0, MPI_DATATYPE_NULL, caller, CallKind::Collective});
+    CallScope scope(CallDescriptor{function, parent, kNoPeer, tag, 0, MPI_DATATYPE_NULL, caller, CallKind::Collective});
     if (!debug_mode || !whole_parent) {
         if (deferred_pending()) progress_deferred();
-        return make();
+        return scope.returned(make());
     }
     CollectiveCall call{};
     call.rule = Rule::Barrier;
@@ -52,7 +51,7 @@ int construct(const char* function, MPI_Comm parent, int tag, const void* caller
     call.comm = parent;
     call.caller = caller;
     call.run = make;
-    return run_checked(std::move(call), nullptr);
+    return scope.returned(run_checked(std::move(call), nullptr));
 }
 
 }  // namespace

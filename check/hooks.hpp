@@ -7,12 +7,14 @@
 //     int MPI_Xxx(...) {
 //         LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Xxx(...));             // lockstep itself is calling: straight to MPI
 //         const CallDescriptor call{"MPI_Xxx", comm, ..., LOCKSTEP_CHECK_CALLER(), CallKind::...};
-//         const CallScope scope(call);                            // call_begin ... call_end
-//         ...                                                     // the call (checked in debug mode)
+//         CallScope scope(call);                                  // call_begin ... call_end
+//         return scope.returned(...);                             // the call (checked in debug mode): what it
+//                                                                 // returns is the recorded outcome
 //     }
 //
 // The hooks run on the program's thread, on every call, with debug mode on or off: they must stay cheap (no
-// allocation, no lock on the common path) and must not call MPI. A hook that needs lockstep's own code (which calls
+// allocation, no lock on the common path) and must not call MPI (call_end asks PMPI_Error_class what class a failed
+// call's error code is, on the error path alone). A hook that needs lockstep's own code (which calls
 // MPI_ functions, resolved to this library's) sets InsideLockstep for the duration.
 
 #include <mpi.h>
@@ -82,9 +84,10 @@ using CallToken = std::uint64_t;
 // After MPI_Init/MPI_Init_thread returned (provided: the thread level MPI gave), and before MPI_Finalize.
 void on_init(int provided) noexcept;
 void on_finalize(const void* caller = nullptr) noexcept;  // the program's call of MPI_Finalize, if known
-// Around every intercepted call that may block; the token of call_begin goes to its call_end.
+// Around every intercepted call that may block; the token of call_begin goes to its call_end, with what the call
+// returned (kept as its outcome in the flight recorder).
 [[nodiscard]] CallToken call_begin(const CallDescriptor& call) noexcept;
-void call_end(CallToken token) noexcept;
+void call_end(CallToken token, int rc = MPI_SUCCESS) noexcept;
 // A non-blocking call returned `request` (the handle the program holds); it completed (wait/test) or was freed.
 void request_started(MPI_Request request, const CallDescriptor& call) noexcept;
 void request_completed(MPI_Request request) noexcept;
@@ -93,15 +96,26 @@ void request_completed(MPI_Request request) noexcept;
 void communicator_created(MPI_Comm created, MPI_Comm parent, const char* function, const void* caller) noexcept;
 void communicator_freed(MPI_Comm comm) noexcept;
 
+// The call on its board while the scope lives; every return of the entry point goes through returned():
+//     CallScope scope(call);
+//     return scope.returned(PMPI_...(...));
 class CallScope {
 public:
     explicit CallScope(const CallDescriptor& call) noexcept : token_(call_begin(call)) {}
-    ~CallScope() { call_end(token_); }
+    ~CallScope() { call_end(token_, rc_); }
     CallScope(const CallScope&) = delete;
     CallScope& operator=(const CallScope&) = delete;
+    int returned(int rc) noexcept {
+        rc_ = rc;
+        return rc;
+    }
+
+protected:
+    explicit CallScope(CallToken token) noexcept : token_(token) {}
 
 private:
     CallToken token_;
+    int rc_ = MPI_SUCCESS;
 };
 
 // ------------------------------------------------------------------ what the checking core offers

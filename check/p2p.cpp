@@ -22,16 +22,10 @@ namespace {
 using foreign::Direction;
 
 // A blocking point-to-point call on its board for its duration.
-class PointToPointScope {
+class PointToPointScope : public CallScope {
 public:
     PointToPointScope(const CallDescriptor& call, Direction direction) noexcept
-        : token_(point_to_point_begin(call, direction)) {}
-    ~PointToPointScope() { call_end(token_); }
-    PointToPointScope(const PointToPointScope&) = delete;
-    PointToPointScope& operator=(const PointToPointScope&) = delete;
-
-private:
-    CallToken token_;
+        : CallScope(point_to_point_begin(call, direction)) {}
 };
 
 // A probe that tests until a message is there, moving deferred calls on.
@@ -70,15 +64,15 @@ using namespace lockstep::check;
 
 // Blocking sends: MPI_Send may return at once (buffered) or wait for the receive; either way it is on the board while
 // it is in MPI.
-#define LOCKSTEP_CHECK_SEND(NAME, INAME)                                                                            \
-    LOCKSTEP_CHECK_ENTRY int NAME(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,             \
-                                  MPI_Comm comm) {                                                                  \
-        LOCKSTEP_CHECK_PASS_THROUGH(P##NAME(buf, count, datatype, dest, tag, comm));                                \
-        const PointToPointScope scope(descriptor(#NAME, comm, dest, tag, count, datatype, LOCKSTEP_CHECK_CALLER()), \
-                                      Direction::send);                                                             \
-        return run_blocking([&] { return P##NAME(buf, count, datatype, dest, tag, comm); },                         \
-                            [&](MPI_Request* r) { return P##INAME(buf, count, datatype, dest, tag, comm, r); },     \
-                            MPI_STATUS_IGNORE);                                                                     \
+#define LOCKSTEP_CHECK_SEND(NAME, INAME)                                                                             \
+    LOCKSTEP_CHECK_ENTRY int NAME(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,              \
+                                  MPI_Comm comm) {                                                                   \
+        LOCKSTEP_CHECK_PASS_THROUGH(P##NAME(buf, count, datatype, dest, tag, comm));                                 \
+        PointToPointScope scope(descriptor(#NAME, comm, dest, tag, count, datatype, LOCKSTEP_CHECK_CALLER()),        \
+                                Direction::send);                                                                    \
+        return scope.returned(run_blocking(                                                                          \
+            [&] { return P##NAME(buf, count, datatype, dest, tag, comm); },                                          \
+            [&](MPI_Request* r) { return P##INAME(buf, count, datatype, dest, tag, comm, r); }, MPI_STATUS_IGNORE)); \
     }
 LOCKSTEP_CHECK_SEND(MPI_Send, MPI_Isend)
 LOCKSTEP_CHECK_SEND(MPI_Ssend, MPI_Issend)
@@ -107,10 +101,11 @@ LOCKSTEP_CHECK_ISEND(MPI_Irsend)
 LOCKSTEP_CHECK_ENTRY int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                                   MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
-    const PointToPointScope scope(descriptor("MPI_Recv", comm, source, tag, count, datatype, LOCKSTEP_CHECK_CALLER()),
-                                  Direction::receive);
-    return run_blocking([&] { return PMPI_Recv(buf, count, datatype, source, tag, comm, status); },
-                        [&](MPI_Request* r) { return PMPI_Irecv(buf, count, datatype, source, tag, comm, r); }, status);
+    PointToPointScope scope(descriptor("MPI_Recv", comm, source, tag, count, datatype, LOCKSTEP_CHECK_CALLER()),
+                            Direction::receive);
+    return scope.returned(
+        run_blocking([&] { return PMPI_Recv(buf, count, datatype, source, tag, comm, status); },
+                     [&](MPI_Request* r) { return PMPI_Irecv(buf, count, datatype, source, tag, comm, r); }, status));
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
@@ -131,7 +126,7 @@ LOCKSTEP_CHECK_ENTRY int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Da
                                       MPI_Comm comm, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
                                               source, recvtag, comm, status));
-    const PointToPointScope scope(
+    PointToPointScope scope(
         descriptor("MPI_Sendrecv", comm, source, recvtag, recvcount, recvtype, LOCKSTEP_CHECK_CALLER()),
         Direction::receive);
     if (deferred_pending()) {
@@ -139,43 +134,45 @@ LOCKSTEP_CHECK_ENTRY int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Da
         MPI_Request receive = MPI_REQUEST_NULL;
         MPI_Request send = MPI_REQUEST_NULL;
         int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &receive);
-        if (rc != MPI_SUCCESS) return rc;
+        if (rc != MPI_SUCCESS) return scope.returned(rc);
         rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
         if (rc == MPI_SUCCESS) rc = wait_progressing(&send, MPI_STATUS_IGNORE);
         const int received = wait_progressing(&receive, status);
-        return rc != MPI_SUCCESS ? rc : received;
+        return scope.returned(rc != MPI_SUCCESS ? rc : received);
     }
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
-                         comm, status);
+    return scope.returned(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                                        source, recvtag, comm, status));
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
                                               int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(
         PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status));
-    const PointToPointScope scope(
+    PointToPointScope scope(
         descriptor("MPI_Sendrecv_replace", comm, source, recvtag, count, datatype, LOCKSTEP_CHECK_CALLER()),
         Direction::receive);
-    return PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
+    return scope.returned(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status));
 }
 
 // Probes wait for a message as a receive does (MPI_Iprobe and MPI_Improbe return at once: not watched).
 LOCKSTEP_CHECK_ENTRY int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Probe(source, tag, comm, status));
-    const PointToPointScope scope(
-        descriptor("MPI_Probe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()), Direction::receive);
-    if (deferred_pending())
-        return probe_progressing([&](int* found) { return PMPI_Iprobe(source, tag, comm, found, status); });
-    return PMPI_Probe(source, tag, comm, status);
+    PointToPointScope scope(descriptor("MPI_Probe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()),
+                            Direction::receive);
+    if (deferred_pending()) {
+        return scope.returned(
+            probe_progressing([&](int* found) { return PMPI_Iprobe(source, tag, comm, found, status); }));
+    }
+    return scope.returned(PMPI_Probe(source, tag, comm, status));
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Mprobe(source, tag, comm, message, status));
-    const PointToPointScope scope(
-        descriptor("MPI_Mprobe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()),
-        Direction::receive);
+    PointToPointScope scope(descriptor("MPI_Mprobe", comm, source, tag, -1, MPI_DATATYPE_NULL, LOCKSTEP_CHECK_CALLER()),
+                            Direction::receive);
     if (deferred_pending()) {
-        return probe_progressing([&](int* found) { return PMPI_Improbe(source, tag, comm, found, message, status); });
+        return scope.returned(
+            probe_progressing([&](int* found) { return PMPI_Improbe(source, tag, comm, found, message, status); }));
     }
-    return PMPI_Mprobe(source, tag, comm, message, status);
+    return scope.returned(PMPI_Mprobe(source, tag, comm, message, status));
 }

@@ -97,39 +97,39 @@ CallDescriptor wait_call(const char* function, int count, const MPI_Request* req
 
 LOCKSTEP_CHECK_ENTRY int MPI_Wait(MPI_Request* request, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Wait(request, status));
-    const CallScope scope(wait_call("MPI_Wait", 1, request, LOCKSTEP_CHECK_CALLER()));
+    CallScope scope(wait_call("MPI_Wait", 1, request, LOCKSTEP_CHECK_CALLER()));
     const MPI_Request handle = *request;
     const int rc = debug_mode && deferred_pending() ? wait_progressing(request, status) : PMPI_Wait(request, status);
-    return rc == MPI_SUCCESS ? completed(handle, rc, status) : rc;
+    return scope.returned(rc == MPI_SUCCESS ? completed(handle, rc, status) : rc);
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Waitall(count, requests, statuses));
-    const CallScope scope(wait_call("MPI_Waitall", count, requests, LOCKSTEP_CHECK_CALLER()));
+    CallScope scope(wait_call("MPI_Waitall", count, requests, LOCKSTEP_CHECK_CALLER()));
     save(count, requests);
     int rc = debug_mode && deferred_pending()
                  ? test_loop([&](int* done) { return PMPI_Testall(count, requests, done, statuses); })
                  : PMPI_Waitall(count, requests, statuses);
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return scope.returned(rc);
     for (int i = 0; i < count; ++i) rc = completed(saved[static_cast<std::size_t>(i)], rc, status_at(statuses, i));
-    return rc;
+    return scope.returned(rc);
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Waitany(count, requests, index, status));
-    const CallScope scope(wait_call("MPI_Waitany", count, requests, LOCKSTEP_CHECK_CALLER()));
+    CallScope scope(wait_call("MPI_Waitany", count, requests, LOCKSTEP_CHECK_CALLER()));
     save(count, requests);
     const int rc = debug_mode && deferred_pending()
                        ? test_loop([&](int* done) { return PMPI_Testany(count, requests, index, done, status); })
                        : PMPI_Waitany(count, requests, index, status);
-    if (rc != MPI_SUCCESS || *index == MPI_UNDEFINED) return rc;
-    return completed(saved[static_cast<std::size_t>(*index)], rc, status);
+    if (rc != MPI_SUCCESS || *index == MPI_UNDEFINED) return scope.returned(rc);
+    return scope.returned(completed(saved[static_cast<std::size_t>(*index)], rc, status));
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                                       MPI_Status statuses[]) {
     LOCKSTEP_CHECK_PASS_THROUGH(PMPI_Waitsome(incount, requests, outcount, indices, statuses));
-    const CallScope scope(wait_call("MPI_Waitsome", incount, requests, LOCKSTEP_CHECK_CALLER()));
+    CallScope scope(wait_call("MPI_Waitsome", incount, requests, LOCKSTEP_CHECK_CALLER()));
     save(incount, requests);
     int rc = debug_mode && deferred_pending() ? test_loop([&](int* done) {
         const int r = PMPI_Testsome(incount, requests, outcount, indices, statuses);
@@ -137,11 +137,11 @@ LOCKSTEP_CHECK_ENTRY int MPI_Waitsome(int incount, MPI_Request requests[], int* 
         return r;
     })
                                               : PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-    if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount == MPI_UNDEFINED) return rc;
+    if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount == MPI_UNDEFINED) return scope.returned(rc);
     for (int k = 0; k < *outcount; ++k) {
         rc = completed(saved[static_cast<std::size_t>(indices[k])], rc, status_at(statuses, k));
     }
-    return rc;
+    return scope.returned(rc);
 }
 
 LOCKSTEP_CHECK_ENTRY int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {

@@ -233,9 +233,13 @@ void Communicator::Impl::throw_broken() const {
         id, headline));
 }
 
+thread_local const Communicator::Impl* Communicator::Impl::blocking_via_queue = nullptr;
+
 std::shared_ptr<detail::WorkState> Communicator::Impl::new_work(const detail::CallInfo& call) {
+    const bool blocking_caller = std::exchange(blocking_via_queue, nullptr) == this;
     check_usable();
     auto w = std::make_shared<detail::WorkState>();
+    w->blocking_caller = blocking_caller;
     w->id = detail::next_work_id();
     w->record = detail::board_record(call, 0);
     w->record.comm_id = id;

@@ -148,7 +148,7 @@ struct alignas(64) Communicator::Impl {
                 queued->recorded_sequence = sequence;
             }
             detail::write_call(guard.entry, call, sequence, issued, current_step, detail::RecordedKind::collective,
-                               queued != nullptr);
+                               queued != nullptr && !queued->blocking_caller);
             detail::CallRing::close(guard.entry);
         }
 
@@ -220,11 +220,17 @@ struct alignas(64) Communicator::Impl {
     // so that the call runs on the progress thread and the caller waits on its Work, which the watchdog fails with a
     // TimeoutError when the call outlives the timeout (timed_out); the communicator is then broken, and every later
     // call on it throws at once (check_usable).
+    // The Work that the caller's thread makes next on this communicator is then that blocking call's (new_work reads
+    // and clears blocking_via_queue), so that the flight recorder keeps it as blocking. Should the non-blocking form
+    // throw before it makes its Work (a bad argument), the mark stays until this thread's next Work here.
     [[nodiscard]] bool via_queue() const noexcept {
         if (!raising) return false;
         const detail::WorkState* here = detail::AsyncQueue::running_here();
-        return here == nullptr || here->queue != async.get();
+        const bool queued = here == nullptr || here->queue != async.get();
+        if (queued) blocking_via_queue = this;
+        return queued;
     }
+    static thread_local const Impl* blocking_via_queue;
     void timed_out(const std::string& report);  // the watchdog's thread, registry lock held
     void check_usable() const {
         if (broken.load(std::memory_order_acquire)) [[unlikely]]

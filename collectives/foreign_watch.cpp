@@ -226,10 +226,10 @@ void begin_collective(Watched* comm, const Call& call) noexcept {
     comm->collectives->begin(record_of(call, detail::ForeignKind::collective, sequence));
 }
 
-void end_collective(Watched* comm) noexcept {
+void end_collective(Watched* comm, const char* error) noexcept {
     if (comm == nullptr) return;
     if (comm->entry != nullptr && detail::CallRing::reopen(comm->entry, comm->entry_number)) {
-        detail::write_end(comm->entry, detail::ticks(), nullptr);
+        detail::write_end(comm->entry, detail::ticks(), error);
         detail::CallRing::close(comm->entry);
     }
     if (comm->collectives == nullptr) return;
@@ -253,11 +253,11 @@ void begin_point_to_point(Watched* comm, const Call& call) noexcept {
     }
 }
 
-void end_point_to_point(Watched* comm) noexcept {
+void end_point_to_point(Watched* comm, const char* error) noexcept {
     if (comm == nullptr) return;
     if (PointToPointEntry& e = point_to_point_entry; e.slot != nullptr) {
         if (comm->recorded != nullptr && detail::CallRing::reopen(e.slot, e.number)) {
-            detail::write_end(e.slot, detail::ticks(), nullptr);
+            detail::write_end(e.slot, detail::ticks(), error);
             detail::CallRing::close(e.slot);
         }
         e.slot = nullptr;

@@ -46,6 +46,9 @@ struct WorkState {
     std::shared_ptr<RecordedComm> recorded;
     std::int64_t issued_ticks = 0;
     mutable std::uint64_t recorded_sequence = 0;  // 0: no entry (yet)
+    // A blocking collective that on_timeout raise runs through the queue while its caller waits (Impl::via_queue):
+    // recorded as the blocking call it is, not as a non-blocking one.
+    bool blocking_caller = false;
 
     // A collective: the blocking form, run by the queue on its view of the communicator; it sets `result`.
     std::function<void(Communicator&, WorkState&)> body;

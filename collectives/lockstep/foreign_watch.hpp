@@ -113,9 +113,11 @@ struct Call {
 // have one writer at a time (MPI orders them); point-to-point calls may come from several threads when watched with
 // threads_share_point_to_point.
 LOCKSTEP_API void begin_collective(Watched* comm, const Call& call) noexcept;
-LOCKSTEP_API void end_collective(Watched* comm) noexcept;
+// `error`, null when the call succeeded: what it failed with instead, a string of static storage (an MPI error class's
+// name, say), which the flight recorder keeps as the call's outcome.
+LOCKSTEP_API void end_collective(Watched* comm, const char* error = nullptr) noexcept;
 LOCKSTEP_API void begin_point_to_point(Watched* comm, const Call& call) noexcept;
-LOCKSTEP_API void end_point_to_point(Watched* comm) noexcept;
+LOCKSTEP_API void end_point_to_point(Watched* comm, const char* error = nullptr) noexcept;
 
 // What the process does while it is in none of its watched calls, shown in reports ("in MPI_Finalize"), and where it
 // was called from; empty clears it. A process with a phase has left the program's communication: its peers' reports

@@ -15,9 +15,10 @@ Every run is ended after 60 s (a hang fails the test).
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+
+from job import job
 
 LIMIT_SECONDS = 60
 TAG = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:")
@@ -61,20 +62,7 @@ def run(mpirun, library, np, debug, program, args):
             program,
             *args,
         ]
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=LIMIT_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        print(output)
-        print(f"FAIL: the job was still running after {LIMIT_SECONDS} s")
-        sys.exit(1)
-    print(" ".join(command))
-    print(output)
-    return proc.returncode, output
+    return job(command, env, LIMIT_SECONDS)
 
 
 def reports(output, np):

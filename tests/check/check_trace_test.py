@@ -1,25 +1,33 @@
 """The trace at exit of an MPI program that lockstep does not carry: `lockstep launch --check --trace FILE` runs a C
 program under the checking library, and its MPI_Finalize gathers every process's recorded MPI calls into FILE.
 
-Usage: check_trace_test.py LOCKSTEP PROGRAM VALIDATOR NP
+Usage: check_trace_test.py LOCKSTEP PROGRAM VALIDATOR NP PLANTED
 
 The file must pass the trace-event validator with every rank present; every rank's calls are the program's MPI
 functions; MPI_COMM_WORLD's collectives have every rank as a member (the check library's communicator ids use all 64
 bits: a merge that read them as doubles or 32-bit numbers would put every communicator together); the summary names
-MPI_COMM_WORLD with all its ranks; the launcher names the file, and says so when a program wrote none."""
+MPI_COMM_WORLD with all its ranks; the launcher names the file, and says so when a program wrote none. A call that
+failed is recorded with its error (PLANTED, tests/check/planted_bugs.c): MPI's own (truncate: MPI_ERR_TRUNCATE on the
+receiving rank alone, debug mode off) and debug mode's mismatch returned to the program (return: on every rank)."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 
+from job import job
+
 LIMIT_SECONDS = 120
 
 
+def calls_named(trace, op):
+    """{rank: [calls of `op`]} of a trace's snapshots."""
+    return {s["rank"]: [c for c in s["calls"] if c["op"] == op] for s in trace["ranks"]}
+
+
 def main():
-    lockstep, program, validator, np = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    lockstep, program, validator, np, planted = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     failures = []
 
     def check(ok, what):
@@ -30,21 +38,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         file = os.path.join(tmp, "exit.json")
         command = [lockstep, "launch", "--check", "--no-debug", "--trace", file, "-n", str(np), "--oversubscribe"]
-        command += ["--", program]
-        proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        try:
-            output, _ = proc.communicate(timeout=LIMIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            print(output)
-            print(f"FAIL: the job was still running after {LIMIT_SECONDS} s")
-            sys.exit(1)
-        print(" ".join(command))
-        print(output)
-        check(proc.returncode == 0, f"the job exits 0 (got {proc.returncode})")
+        returncode, output = job(command + ["--", program], limit=LIMIT_SECONDS)
+        check(returncode == 0, f"the job exits 0 (got {returncode})")
         check(os.path.isfile(file) and os.path.isfile(file + ".txt"), "the trace and its summary are written")
         check(f"lockstep launch: the trace of every rank's last calls is in {file}" in output, "launch names it")
         if failures:
@@ -82,6 +77,27 @@ def main():
         print(r.stdout + r.stderr)
         check(r.returncode == 0, f"a job that writes no trace still exits 0 (got {r.returncode})")
         check(f"no trace was written to {other}" in r.stderr, "and the launcher says that no trace was written")
+
+        # Calls that failed: MPI's own error on the receiving rank alone, and debug mode's mismatch on every rank.
+        mismatch = [("error", "lockstep::SignatureMismatchError")]
+        for bug, mode, op, expected in [
+            ("truncate", "--no-debug", "MPI_Recv", {0: [], 1: [("error", "MPI_ERR_TRUNCATE")]}),
+            ("return", "--debug", "MPI_Bcast", {0: mismatch, 1: mismatch}),
+        ]:
+            failed = os.path.join(tmp, f"{bug}.json")
+            command = [lockstep, "launch", "--check", mode, "--trace", failed, "-n", "2", "--oversubscribe"]
+            returncode, output = job(command + ["--", planted, bug], limit=LIMIT_SECONDS)
+            check(returncode == 0 and os.path.isfile(failed), f"{bug}: the job exits 0 and writes its trace")
+            if not os.path.isfile(failed):
+                continue
+            trace = json.load(open(failed))["lockstep"]
+            by_rank = calls_named(trace, op)
+            for rank, want in expected.items():
+                got = [(c["outcome"], c.get("error")) for c in by_rank.get(rank, [])]
+                check(got == want, f"{bug}: rank {rank}'s {op} calls are recorded as {want} (got {got})")
+            if bug == "truncate":
+                sent = [c["outcome"] for c in calls_named(trace, "MPI_Send").get(0, [])]
+                check(sent == ["ok"], f"truncate: rank 0's MPI_Send is recorded as ok (got {sent})")
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

@@ -16,7 +16,9 @@
  *   scatterv    the root sends 3 ints to process 1, which expects 2
  *   reduce_scatter  process 1 passes other recvcounts than the rest
  *   return      the type mismatch with MPI_ERRORS_RETURN on the world: every process gets the error code, prints it
- *               and goes on (exit 0) */
+ *               and goes on (exit 0)
+ *   truncate    with MPI_ERRORS_RETURN on the world, process 0 sends 4 ints to process 1, which receives 2: its
+ *               MPI_Recv returns MPI_ERR_TRUNCATE (an error of MPI itself, with debug mode off too); exit 0 */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +148,15 @@ int main(int argc, char** argv) {
         int length = 0;
         MPI_Error_string(rc, text, &length);
         printf("process %d: MPI_Bcast returned %s: %s\n", rank, rc == MPI_SUCCESS ? "success" : "an error", text);
+        fflush(stdout);
+    } else if (strcmp(bug, "truncate") == 0) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int rc = MPI_SUCCESS;
+        if (rank == 0) rc = MPI_Send(ints, 4, MPI_INT, 1, 5, MPI_COMM_WORLD);
+        if (rank == 1) rc = MPI_Recv(out, 2, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        int error_class = MPI_SUCCESS;
+        MPI_Error_class(rc, &error_class);
+        printf("process %d: %s\n", rank, error_class == MPI_ERR_TRUNCATE ? "MPI_ERR_TRUNCATE" : "no error");
         fflush(stdout);
     } else {
         fprintf(stderr, "planted_bugs: unknown bug '%s'\n", bug);

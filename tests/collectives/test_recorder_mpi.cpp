@@ -195,6 +195,28 @@ BOOST_AUTO_TEST_CASE(non_blocking_collectives_have_a_waited_time) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(on_timeout_raise_records_blocking_calls_as_blocking) {
+    // Raise mode runs every collective on the progress thread while a blocking caller waits for it: the trace must
+    // still draw the blocking calls as blocking (their last arrivers and flows), the non-blocking ones as non-blocking.
+    Communicator c(comm().mpi_comm(), {.timeout = 60.0, .progress_thread = true, .on_timeout = OnTimeout::Raise});
+    BOOST_REQUIRE(c.on_timeout() == OnTimeout::Raise);
+    Tensor x = Tensor::full({2}, 1.0, DType::Float32);
+    c.allreduce_(x);
+    Work w = c.iallreduce(x);
+    w.wait();
+    c.barrier();
+    const json snap = detail::recorder_snapshot();
+    const std::vector<json> calls = calls_of(snap, newest(snap)["id"].get<std::uint64_t>());
+    BOOST_REQUIRE_EQUAL(calls.size(), 3u);
+    BOOST_TEST(calls[0]["op"] == "allreduce");
+    BOOST_TEST(calls[0]["nonblocking"] == false);
+    BOOST_TEST(calls[1]["op"] == "allreduce");
+    BOOST_TEST(calls[1]["nonblocking"] == true);
+    BOOST_TEST(calls[2]["op"] == "barrier");
+    BOOST_TEST(calls[2]["nonblocking"] == false);
+    for (const auto& call : calls) check_times(call);
+}
+
 BOOST_AUTO_TEST_CASE(sends_and_receives_are_recorded) {
     Communicator c(comm().mpi_comm());
     const int next = (R() + 1) % N();
