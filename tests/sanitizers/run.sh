@@ -59,6 +59,7 @@ case "$flavour" in
     #                              nothing instrumented runs but the small programs the other trace tests cover
     #   recorder_np*               a million calls for the ring's bound, 75 s under ASan: every other test writes
     #                              the recorder's entries, and the trace_dump_* tests take its snapshots
+    #   stacks_healthy_100_np4     the stack captures of stacks_healthy_300_np2 (kept) on 4 ranks, 14 s under ASan
     #   <name>_np4                 where <name>_np2 or <name>_np3 runs too: the same code on one more rank
     #                              (fewer_ranks=1 below); tests that exist only on 4 ranks stay
     #   <name>_np3                 where <name>_np2 runs too (fewer_ranks=2): the same instrumented code on one
@@ -69,7 +70,7 @@ case "$flavour" in
     exclude=(format format_gate layers docs_paths test_summary exported_symbols c_api_abi install_and_pkgconfig
       'hang_repeat_*' 'shm_hang_*_np3' 'shm_hang_*_np4' 'hang_exit_status_*'
       'check_launch_*' 'check_hpcc_*' 'check_mpi4py_*' 'check_fortran_*'
-      trace_show trace_validator 'stacks_python_*' 'recorder_np*')
+      trace_show trace_validator 'stacks_python_*' 'recorder_np*' stacks_healthy_100_np4)
     include=()
     fewer_ranks=2
     odd_ranks_kept=(collectives_np3 shm_collectives_np3 'shm_small_*_np3' reduce_ops_mpi_np3)

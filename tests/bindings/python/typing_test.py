@@ -11,7 +11,8 @@ PACKAGE_DIR holds the package lockstep with its stubs (<builddir>/bindings/pytho
     torch's ProcessGroup, whose own stubs do not match torch's runtime), and pybind11 classes have a metaclass and an
     __init__ the stubs leave out: those are allowed (tests/bindings/python/stubtest_allowlist.txt).
 The two run at the same time. mypy's cache lives in MYPY_CACHE_DIR (the build tree) between runs; stubtest keeps
-none.
+none. Neither analyses torch's own sources (follow_imports = skip for torch.*: its names are Any to mypy): what is
+checked is lockstep's stubs and the examples' use of lockstep, and analysing torch 1.13 took 35 to 40 s of each run.
 """
 import glob
 import os
@@ -35,14 +36,15 @@ def main() -> int:
         print(f"FAIL: no example in {examples_dir}")
         return 1
     allowlist = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubtest_allowlist.txt")
-    commands = [
-        [sys.executable, "-m", "mypy", "--strict", "--allow-untyped-calls", "--no-error-summary"] + examples,
-        [sys.executable, "-m", "mypy.stubtest", "lockstep", "--allowlist", allowlist],
-    ]
-    # Both at once: each spends most of its time reading torch's sources on one core (stubtest keeps no cache), and
-    # neither depends on the other. Their outputs are printed one after the other.
+    # Both at once (neither depends on the other); their outputs are printed one after the other.
     # From a folder without a lockstep of its own: the package is the one on MYPYPATH and PYTHONPATH.
     with tempfile.TemporaryDirectory(prefix="lockstep-typing-") as logs:
+        config = os.path.join(logs, "mypy.ini")
+        with open(config, "w") as f:
+            f.write("[mypy]\n[mypy-torch.*]\nfollow_imports = skip\n")
+        mypy = [sys.executable, "-m", "mypy", "--config-file", config, "--strict", "--allow-untyped-calls"]
+        stubtest = [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", config, "lockstep"]
+        commands = [mypy + ["--no-error-summary"] + examples, stubtest + ["--allowlist", allowlist]]
         running = []
         for number, command in enumerate(commands):
             log = open(os.path.join(logs, f"{number}.log"), "w+")
