@@ -42,9 +42,9 @@ def main() -> int:
         config = os.path.join(logs, "mypy.ini")
         with open(config, "w") as f:
             f.write("[mypy]\n[mypy-torch.*]\nfollow_imports = skip\n")
-        mypy = [sys.executable, "-m", "mypy", "--config-file", config, "--strict", "--allow-untyped-calls"]
+        checker = [sys.executable, "-m", "mypy", "--config-file", config, "--strict", "--allow-untyped-calls"]
         stubtest = [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", config, "lockstep"]
-        commands = [mypy + ["--no-error-summary"] + examples, stubtest + ["--allowlist", allowlist]]
+        commands = [checker + ["--no-error-summary"] + examples, stubtest + ["--allowlist", allowlist]]
         running = []
         for number, command in enumerate(commands):
             log = open(os.path.join(logs, f"{number}.log"), "w+")
