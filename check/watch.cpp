@@ -18,6 +18,7 @@
 
 #include <lockstep/base/symbolizer.hpp>
 #include <lockstep/foreign_watch.hpp>
+#include <lockstep/runtime.hpp>
 
 #include <fmt/core.h>
 
@@ -43,34 +44,10 @@ namespace foreign = lockstep::foreign;
 // mismatch as lockstep's own calls name it, else the MPI error class's name. Only on the error path, with
 // PMPI_Error_class: an MPI implementation's error codes may carry more than their class (MPICH's do).
 const char* outcome_name(int rc) noexcept {
-#define LOCKSTEP_CHECK_CLASS(name) \
-    { name, #name }
-    static constexpr struct {
-        int error_class;
-        const char* name;
-    } classes[] = {
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_BUFFER),   LOCKSTEP_CHECK_CLASS(MPI_ERR_COUNT),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_TYPE),     LOCKSTEP_CHECK_CLASS(MPI_ERR_TAG),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_COMM),     LOCKSTEP_CHECK_CLASS(MPI_ERR_RANK),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_REQUEST),  LOCKSTEP_CHECK_CLASS(MPI_ERR_ROOT),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_GROUP),    LOCKSTEP_CHECK_CLASS(MPI_ERR_OP),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_TOPOLOGY), LOCKSTEP_CHECK_CLASS(MPI_ERR_DIMS),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_ARG),      LOCKSTEP_CHECK_CLASS(MPI_ERR_UNKNOWN),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_TRUNCATE), LOCKSTEP_CHECK_CLASS(MPI_ERR_OTHER),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_INTERN),   LOCKSTEP_CHECK_CLASS(MPI_ERR_IN_STATUS),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_PENDING),  LOCKSTEP_CHECK_CLASS(MPI_ERR_NO_MEM),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_INFO),     LOCKSTEP_CHECK_CLASS(MPI_ERR_KEYVAL),
-        LOCKSTEP_CHECK_CLASS(MPI_ERR_SIZE),     LOCKSTEP_CHECK_CLASS(MPI_ERR_UNSUPPORTED_OPERATION),
-    };
-#undef LOCKSTEP_CHECK_CLASS
-    if (rc == mismatch_error_code && rc != MPI_SUCCESS) return "lockstep::SignatureMismatchError";
     int error_class = MPI_ERR_UNKNOWN;
     if (PMPI_Error_class(rc, &error_class) != MPI_SUCCESS) return "an MPI error code that MPI does not know";
     if (error_class == mismatch_error_class && error_class != MPI_SUCCESS) return "lockstep::SignatureMismatchError";
-    for (const auto& c : classes) {
-        if (c.error_class == error_class) return c.name;
-    }
-    return "an MPI error of another class";
+    return mpi_error_class_name(error_class);
 }
 
 // What the program started without blocking: enough to say in a report what a wait for it waits for.

@@ -1,4 +1,5 @@
 #include <lockstep/errors.hpp>
+#include <lockstep/runtime.hpp>
 
 #include <fmt/core.h>
 #include <mpi.h>
@@ -12,8 +13,10 @@ std::string position(const std::source_location& where) {
     return fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line());
 }
 
+}  // namespace
+
 // Names of the standard error classes: available even when MPI is not running, where MPI_Error_string is not allowed.
-std::string_view mpi_class_name(int error_class) {
+const char* mpi_error_class_name(int error_class) noexcept {
     switch (error_class) {
         case MPI_ERR_BUFFER:
             return "MPI_ERR_BUFFER";
@@ -55,12 +58,20 @@ std::string_view mpi_class_name(int error_class) {
             return "MPI_ERR_PENDING";
         case MPI_ERR_NO_MEM:
             return "MPI_ERR_NO_MEM";
+        case MPI_ERR_INFO:
+            return "MPI_ERR_INFO";
+        case MPI_ERR_KEYVAL:
+            return "MPI_ERR_KEYVAL";
+        case MPI_ERR_SIZE:
+            return "MPI_ERR_SIZE";
         case MPI_ERR_UNSUPPORTED_OPERATION:
             return "MPI_ERR_UNSUPPORTED_OPERATION";
         default:
             return "MPI error";
     }
 }
+
+namespace {
 
 bool mpi_running() {
     int initialized = 0;
@@ -73,14 +84,14 @@ bool mpi_running() {
 std::string mpi_code_text(int code) {
     if (!mpi_running()) {
         // Codes below MPI_ERR_LASTCODE that are not implementation-specific are their own class.
-        return fmt::format("{} (code {})", mpi_class_name(code), code);
+        return fmt::format("{} (code {})", mpi_error_class_name(code), code);
     }
     int error_class = MPI_ERR_UNKNOWN;
     MPI_Error_class(code, &error_class);
     char text[MPI_MAX_ERROR_STRING] = {};
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
-    return fmt::format("{}: {} (code {})", mpi_class_name(error_class),
+    return fmt::format("{}: {} (code {})", mpi_error_class_name(error_class),
                        std::string_view(text, static_cast<std::size_t>(len)), code);
 }
 }  // namespace

@@ -370,16 +370,17 @@ nlohmann::json recorder_snapshot() {
     std::map<const void*, std::string> sites;
     for (std::size_t i = 0; i < comms.size(); ++i) {
         const auto& comm = comms[i];
-        // Counted before the rings are read: a call made meanwhile is left out of both.
-        const std::uint64_t recorded = comm->calls.opened() + comm->shared.opened();
+        // Counted before the rings are read: a call made meanwhile is left out of both counts.
+        const std::uint64_t opened[] = {comm->calls.opened(), comm->shared.opened()};
+        const std::uint64_t recorded = opened[0] + opened[1];
+        std::uint64_t kept = std::min<std::uint64_t>(opened[0], comm->calls.capacity()) +
+                             std::min<std::uint64_t>(opened[1], comm->shared.capacity());
         CommCalls c{comm, comm->calls.read(torn), {}};
         std::vector<RecordedCall> updates;
         for (const auto& e : comm->shared.read(torn)) {
             (e.traits.kind == RecordedKind::update ? updates : c.shared).push_back(e);
         }
         apply_updates(c, updates);
-        std::uint64_t kept = std::min<std::uint64_t>(comm->calls.opened(), comm->calls.capacity()) +
-                             std::min<std::uint64_t>(comm->shared.opened(), comm->shared.capacity());
         for (auto* part : {&c.calls, &c.shared}) {
             if (i < retired && part->size() > kept_retired_calls) {
                 const std::size_t left_out = part->size() - kept_retired_calls;

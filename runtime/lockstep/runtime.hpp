@@ -149,5 +149,8 @@ void at_runtime_report(std::function<std::string()> section);
 
 // Error text for an MPI error code ("MPI_ERR_TRUNCATE: message truncated").
 [[nodiscard]] LOCKSTEP_API std::string mpi_error_string(int code);
+// The name of a standard MPI error class ("MPI_ERR_TRUNCATE"), a string of static storage; "MPI error" for any other
+// class. Needs no running MPI.
+[[nodiscard]] LOCKSTEP_API const char* mpi_error_class_name(int error_class) noexcept;
 
 }  // namespace lockstep
